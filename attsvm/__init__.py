@@ -1,0 +1,22 @@
+"""attsvm: attention trained by gradient descent, and the SVMs it converges to.
+
+Library for "Transformers as Support Vector Machines" (Tarzanagh, Li, Thrampoulidis,
+Oymak, 2023). JAX runs gradient descent (float64; importing attsvm turns on
+``jax_enable_x64``), cvxpy solves the SVMs. See SPEC.md §5 for the public API.
+"""
+from .problems import (Problem, random_problem, paper_problem, token_scores, optimal_tokens,
+                       PRESETS)
+from .train import train, train_batch, Trajectory, default_init, backend
+from .svm import (solve_att_svm, is_locally_optimal, SvmSolution, locally_optimal_selections,
+                  classify_selection, solve_generalized_svm, GeneralizedSvm)
+from .metrics import correlation, token_margins, numerical_rank, norm_growth
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Problem", "random_problem", "paper_problem", "token_scores", "optimal_tokens", "PRESETS",
+    "train", "train_batch", "Trajectory", "default_init", "backend",
+    "solve_att_svm", "is_locally_optimal", "SvmSolution", "locally_optimal_selections",
+    "classify_selection", "solve_generalized_svm", "GeneralizedSvm",
+    "correlation", "token_margins", "numerical_rank", "norm_growth", "__version__",
+]

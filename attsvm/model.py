@@ -1,0 +1,96 @@
+"""One-layer softmax attention, its heads and losses, in pure JAX (float64).
+
+    s_ik = softmax_t( x_itᵀ W z_ik )  over the tokens query k may attend to   (PAPER.md §1)
+    r_ik = X_iᵀ s_ik,   f_ik = h(r_ik)
+    L(W) = Σ_i Σ_k w_ik ℓ(Y_ik f_ik),   w_ik = 1/n for real (i, k), 0 for padding
+
+With W = K Qᵀ for the (K, Q)-parameterization, whose objective adds the vanishing ridge
+ε (‖K‖_F² + ‖Q‖_F²) (SPEC §2). Everything here acts on one problem; `jax.vmap` batches.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import jax.numpy as jnp  # noqa: E402
+
+LOSSES = ("logistic", "exponential", "correlation")
+
+
+class Data(NamedTuple):
+    """Arrays of one (possibly padded) problem, as they cross `jit`."""
+
+    X: jnp.ndarray      # (n, T, d) tokens
+    Q: jnp.ndarray      # (n, K, d) queries z_ik
+    Y: jnp.ndarray      # (n, K) labels
+    mask: jnp.ndarray   # (n, K, T) bool: token t is attendable by query (i, k)
+    w: jnp.ndarray      # (n, K) loss weights: 1/n for real queries, 0 for padding
+    v: jnp.ndarray      # (d,) head vector (linear, quadratic)
+    V: jnp.ndarray      # (d, d) relu head's first layer
+    lam: jnp.ndarray    # () quadratic head's λ
+
+
+def logits(W, data: Data):
+    """a_ikt = x_itᵀ W z_ik, with -inf where the mask forbids: (n, K, T)."""
+    a = jnp.einsum("ntd,de,nke->nkt", data.X, W, data.Q)
+    return jnp.where(data.mask, a, -jnp.inf)
+
+
+def attention(W, data: Data):
+    """s: (n, K, T) softmax weights (max-shifted, exactly 0 on masked tokens)."""
+    return jax.nn.softmax(logits(W, data), axis=-1)
+
+
+def head(r, data: Data, kind: str):
+    """h(r) for r (..., d)."""
+    if kind == "linear":
+        return r @ data.v
+    if kind == "relu":
+        return jnp.sum(jax.nn.relu(r @ data.V), axis=-1)
+    if kind == "quadratic":
+        return r @ data.v - data.lam * jnp.sum(r * r, axis=-1)
+    raise ValueError(f"`head` must be one of ['linear', 'relu', 'quadratic']; got {kind!r}")
+
+
+def outputs(W, data: Data, kind: str):
+    """f: (n, K) predictions and s: (n, K, T) attention."""
+    s = attention(W, data)
+    r = jnp.einsum("nkt,ntd->nkd", s, data.X)
+    return head(r, data, kind), s
+
+
+def loss_fn(u, kind: str):
+    """ℓ(u), computed stably."""
+    if kind == "logistic":
+        return jnp.logaddexp(0.0, -u)          # log(1 + e^{-u})
+    if kind == "exponential":
+        return jnp.exp(-u)
+    if kind == "correlation":
+        return -u
+    raise ValueError(f"`loss` must be one of {list(LOSSES)}; got {kind!r}")
+
+
+def risk(W, data: Data, head_kind: str, loss_kind: str):
+    """L(W) = Σ_ik w_ik ℓ(Y_ik f_ik) (no ridge)."""
+    f, _ = outputs(W, data, head_kind)
+    return jnp.sum(data.w * loss_fn(data.Y * f, loss_kind))
+
+
+def objective(params, data: Data, ridge, *, param: str, head_kind: str, loss_kind: str):
+    """What GD minimizes: L(W) for "W"; L(K Qᵀ) + ridge (‖K‖² + ‖Q‖²) for "KQ"."""
+    if param == "W":
+        return risk(params, data, head_kind, loss_kind)
+    K, Q = params
+    return (risk(K @ Q.T, data, head_kind, loss_kind)
+            + ridge * (jnp.sum(K * K) + jnp.sum(Q * Q)))
+
+
+def as_W(params, param: str):
+    """The combined matrix W (= K Qᵀ for the (K, Q)-parameterization)."""
+    if param == "W":
+        return params
+    K, Q = params
+    return K @ Q.T

@@ -1,0 +1,317 @@
+"""The attention SVMs (PAPER.md §2), every one a cvxpy problem with a pinned solver.
+
+Att-SVM_α (Frobenius; the W-parameterization's limit) and Att-SVM*_α (nuclear; (K, Q)):
+
+    W^mm_α = argmin ‖W‖   s.t.   (x_{iα_i} − x_it)ᵀ W z_i ≥ 1   ∀ i, ∀ t ≠ α_i,
+
+i.e. ⟨W, (x_{iα_i} − x_it) z_iᵀ⟩_F ≥ 1: one row of A vec(W) ≥ 1 per (sequence, token),
+built at once by broadcasting (no loop over tokens). Sequence/causal problems add one block
+per (sequence, query) over the tokens the query may attend to.
+
+Solver: Clarabel (interior point) with tight tolerances for both norms, so that margins
+are accurate to ~1e-9 and numerical ranks are trustworthy. The Frobenius problem reuses one
+compiled cvxpy problem per shape (the constraint matrix is a `cp.Parameter`).
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from functools import lru_cache
+
+import cvxpy as cp
+import numpy as np
+
+from .problems import Problem, check_alpha, check_choice, check_float, optimal_tokens, token_scores
+
+NORMS = ("fro", "nuc")
+SOLVER = "CLARABEL"
+SOLVER_OPTS = dict(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10, tol_ktratio=1e-8,
+                   max_iter=400)
+SUPPORT_TOL = 1e-6        # a constraint with margin ≤ 1 + SUPPORT_TOL is active
+MAX_SELECTIONS = 4096     # enumeration limit of `locally_optimal_selections`
+
+
+@dataclass(frozen=True, eq=False)
+class SvmSolution:
+    """Result of an attention SVM.
+
+    Attributes:
+        W: (d, d) solution, or None when infeasible / failed.
+        feasible: True iff the solver found an optimal W.
+        status: the solver's status ("optimal", "infeasible", "solver_error: …", …).
+        support: (n, T) bool, tokens whose constraint is active (margin ≤ 1 + tol).
+        margins: (n, T) (x_{iα_i} − x_it)ᵀ W z_i (0 at α_i, NaN where masked); None if infeasible.
+        duals: (n, T) Lagrange multipliers λ_it ≥ 0 of the margin constraints, or None.
+        alpha: the selection solved for. norm: "fro" or "nuc". objective: ‖W‖ in that norm.
+    """
+
+    W: np.ndarray | None
+    feasible: bool
+    status: str
+    support: np.ndarray
+    margins: np.ndarray | None
+    duals: np.ndarray | None
+    alpha: np.ndarray
+    norm: str
+    objective: float | None
+    solver: str = SOLVER
+
+    @property
+    def margin(self) -> float | None:
+        """The SVM margin 1/‖W‖ (in the solution's norm)."""
+        return None if not self.feasible or not self.objective else 1.0 / self.objective
+
+
+def constraint_rows(prob: Problem, alpha) -> tuple[np.ndarray, np.ndarray]:
+    """A: (m, d·d) rows vec((x_{iα} − x_it) z_iᵀ) (row-major vec), and their (i, k, t) index.
+
+    One row per attendable token t ≠ α of every (sequence i, query k).
+    """
+    Q, _, mask = prob.query_view()                        # (n, K, d), (K, T)
+    A = np.asarray(alpha).reshape(prob.n, -1)             # (n, K)
+    Xsel = np.take_along_axis(prob.X, A[:, :, None], axis=1)           # (n, K, d)
+    D = Xsel[:, :, None, :] - prob.X[:, None, :, :]       # (n, K, T, d)
+    rows = np.einsum("nktd,nke->nktde", D, Q).reshape(*D.shape[:3], -1)
+    valid = mask[None] & (np.arange(prob.T)[None, None, :] != A[:, :, None])
+    idx = np.argwhere(valid)
+    return rows[valid], idx
+
+
+def _unflatten(prob: Problem, idx, values, fill):
+    K = 1 if prob.queries == "single" else prob.T
+    out = np.full((prob.n, K, prob.T), fill, dtype=np.asarray(values).dtype if fill is not np.nan else float)
+    out[idx[:, 0], idx[:, 1], idx[:, 2]] = values
+    return out[:, 0, :] if prob.queries == "single" else out
+
+
+@lru_cache(maxsize=64)
+def _compiled(m: int, d: int, norm: str):
+    """One parameterized problem per (rows, d, norm): min ‖W‖ s.t. A vec(W) ≥ 1."""
+    A = cp.Parameter((m, d * d), name="A")
+    w = cp.Variable(d * d, name="w")
+    cons = [A @ w >= 1]
+    if norm == "fro":
+        obj = cp.Minimize(0.5 * cp.sum_squares(w))
+    else:
+        obj = cp.Minimize(cp.normNuc(cp.reshape(w, (d, d), order="C")))
+    return cp.Problem(obj, cons), A, w, cons[0]
+
+
+def _solve_rows(rows: np.ndarray, d: int, norm: str):
+    """Solve min ‖W‖ s.t. rows @ vec(W) ≥ 1; returns (status, W or None, duals or None)."""
+    prob, A, w, con = _compiled(rows.shape[0], d, norm)
+    A.value = rows
+    try:
+        prob.solve(solver=SOLVER, **SOLVER_OPTS)
+    except cp.error.SolverError as exc:
+        return f"solver_error: {exc}".splitlines()[0][:200], None, None
+    status = prob.status
+    if status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) and w.value is not None:
+        return status, np.asarray(w.value).reshape(d, d), np.asarray(con.dual_value)
+    return status, None, None
+
+
+def solve_att_svm(prob: Problem, alpha=None, norm: str = "fro", *,
+                  support_tol: float = SUPPORT_TOL) -> SvmSolution:
+    """Solve Att-SVM_α (norm="fro") or Att-SVM*_α (norm="nuc").
+
+    Args:
+        prob: the problem.
+        alpha: (n,) selection ((n, T) in sequence modes); None means α = opt.
+        norm: "fro" (W-parameterization) or "nuc" ((K, Q)-parameterization; with m < d the
+            paper adds rank(W) ≤ m, which is not convex: compare the solution's rank with m).
+        support_tol: a token is a support token when its margin is ≤ 1 + support_tol.
+
+    Infeasible data is a result (feasible=False with the solver's status), not an error.
+    """
+    if not isinstance(prob, Problem):
+        raise ValueError(f"`prob` must be an attsvm.Problem; got {type(prob).__name__}")
+    check_choice("norm", norm, NORMS)
+    support_tol = check_float("support_tol", support_tol, 0.0, 1.0)
+    alpha = optimal_tokens(prob) if alpha is None else check_alpha(prob, alpha)
+    rows, idx = constraint_rows(prob, alpha)
+    shape = (prob.n, prob.T) if prob.queries == "single" else (prob.n, prob.T, prob.T)
+    if rows.shape[0] == 0:            # T = 1 (or nothing to separate): W = 0 is optimal
+        W = np.zeros((prob.d, prob.d))
+        return SvmSolution(W=W, feasible=True, status="optimal", support=np.zeros(shape, bool),
+                           margins=_unflatten(prob, idx, np.zeros(0), np.nan), duals=None,
+                           alpha=alpha, norm=norm, objective=0.0)
+    # Any token identical to the selected one (after the query) makes a zero row: infeasible.
+    if np.any(np.all(rows == 0, axis=1)):
+        return SvmSolution(W=None, feasible=False, status="infeasible (a token equals the "
+                           "selected one along its query)", support=np.zeros(shape, bool),
+                           margins=None, duals=None, alpha=alpha, norm=norm, objective=None)
+    status, W, duals = _solve_rows(rows, prob.d, norm)
+    if W is None:
+        return SvmSolution(W=None, feasible=False, status=status, support=np.zeros(shape, bool),
+                           margins=None, duals=None, alpha=alpha, norm=norm, objective=None)
+    marg = rows @ W.reshape(-1)
+    margins = _unflatten(prob, idx, marg, np.nan)
+    sel = np.asarray(alpha).reshape(prob.n, -1)
+    M = margins if margins.ndim == 3 else margins[:, None, :]
+    np.put_along_axis(M, sel[:, :, None], 0.0, axis=-1)
+    support = np.nan_to_num(margins, nan=np.inf) <= 1.0 + support_tol
+    support &= ~np.isnan(margins)
+    if margins.ndim == 2:
+        support[np.arange(prob.n), alpha] = False
+    else:
+        support[np.arange(prob.n)[:, None], np.arange(prob.T)[None, :], sel] = False
+    obj = (np.linalg.norm(W) if norm == "fro" else np.linalg.svd(W, compute_uv=False).sum())
+    return SvmSolution(W=W, feasible=True, status=status, support=support, margins=margins,
+                       duals=_unflatten(prob, idx, np.maximum(duals, 0.0), np.nan), alpha=alpha,
+                       norm=norm, objective=float(obj))
+
+
+def is_locally_optimal(prob: Problem, alpha, *, norm: str = "fro",
+                       solution: SvmSolution | None = None) -> bool:
+    """α is locally optimal: Att-SVM_α is feasible and every support token t of sequence i
+    scores below the selected one, γ_{iα_i} > γ_it (PAPER.md §2.4)."""
+    alpha = check_alpha(prob, alpha)
+    sol = solution if solution is not None else solve_att_svm(prob, alpha, norm)
+    if not sol.feasible:
+        return False
+    g = token_scores(prob)
+    sel = np.take_along_axis(g, alpha[..., None], axis=-1)
+    return bool(np.all(~sol.support | (g < sel)))
+
+
+def classify_selection(prob: Problem, alpha, *, norm: str = "fro") -> str:
+    """"global" (α = opt, feasible), "local" (locally optimal), "feasible" (SVM feasible but
+    not locally optimal) or "infeasible"."""
+    alpha = check_alpha(prob, alpha)
+    sol = solve_att_svm(prob, alpha, norm)
+    if not sol.feasible:
+        return "infeasible"
+    if not is_locally_optimal(prob, alpha, solution=sol):
+        return "feasible"
+    try:
+        opt = optimal_tokens(prob)
+    except ValueError:
+        return "local"
+    return "global" if np.array_equal(opt, alpha) else "local"
+
+
+def locally_optimal_selections(prob: Problem, *, norm: str = "fro",
+                               max_selections: int = MAX_SELECTIONS) -> list[dict]:
+    """Every selection α (T^n of them; single-query problems) with its SVM status.
+
+    Returns a list of dicts: alpha (tuple), status ("global" / "local" / "feasible" /
+    "infeasible"), objective (‖W^mm_α‖ or None), solver_status.
+    """
+    if prob.queries != "single":
+        raise ValueError("`prob` must be a single-query problem to enumerate selections; "
+                         f"got queries={prob.queries!r}")
+    total = prob.T ** prob.n
+    if total > max_selections:
+        raise ValueError(f"`prob` must have T**n ≤ {max_selections} selections to enumerate; "
+                         f"got {prob.T}**{prob.n} = {total}")
+    g = token_scores(prob)
+    try:
+        opt = tuple(int(a) for a in optimal_tokens(prob))
+    except ValueError:
+        opt = None
+    out = []
+    for a in itertools.product(range(prob.T), repeat=prob.n):
+        alpha = np.array(a)
+        sol = solve_att_svm(prob, alpha, norm)
+        if not sol.feasible:
+            status = "infeasible"
+        else:
+            sel = g[np.arange(prob.n), alpha][:, None]
+            local = bool(np.all(~sol.support | (g < sel)))
+            status = ("global" if a == opt else "local") if local else "feasible"
+        out.append(dict(alpha=a, status=status, objective=sol.objective,
+                        solver_status=sol.status))
+    return out
+
+
+# -- generalized SVM for nonlinear heads (PAPER.md §2.8) -------------------------------------
+@dataclass(frozen=True, eq=False)
+class GeneralizedSvm:
+    """W^dir, W^fin and the prediction W^fin + R·W^dir fitted to a GD solution.
+
+    Attributes:
+        selected: (n, T) bool, O_i = {t : s_it > threshold} at the given W.
+        W_dir: (d, d) separates O_i from the rest with margin 1, equal logits inside O_i.
+        W_fin: (d, d) min-norm W reproducing the logit differences inside O_i.
+        R: least-squares scale, argmin_R ‖W^fin + R W^dir − W‖_F.
+        W_pred: W^fin + R·W^dir.  feasible / status: of the W^dir problem.
+    """
+
+    selected: np.ndarray
+    W_dir: np.ndarray | None
+    W_fin: np.ndarray | None
+    R: float | None
+    W_pred: np.ndarray | None
+    feasible: bool
+    status: str
+    norm: str
+
+
+def _pair_rows(prob: Problem, a_idx, b_idx, i_idx):
+    """Rows vec((x_ia − x_ib) z_iᵀ) for index arrays (single-query problems)."""
+    Q = prob.query_view()[0][:, 0, :]
+    D = prob.X[i_idx, a_idx] - prob.X[i_idx, b_idx]
+    return np.einsum("rd,re->rde", D, Q[i_idx]).reshape(len(i_idx), -1)
+
+
+def solve_generalized_svm(prob: Problem, W, *, threshold: float = 1e-3,
+                          norm: str = "fro") -> GeneralizedSvm:
+    """The generalized SVM of a (nonlinear-head) GD solution W (single-query problems).
+
+    W^dir = argmin ‖W‖ s.t. (x_it − x_iτ)ᵀ W z_i = 0 (t, τ ∈ O_i), ≥ 1 (t ∈ O_i, τ ∉ O_i);
+    W^fin = argmin ‖W‖ s.t. (x_iτ − x_it)ᵀ W z_i = a_iτ − a_it (t, τ ∈ O_i), a = logits of W
+    (= log(s_iτ / s_it), computed from the logits, which is exact where the ratio is not).
+    """
+    if prob.queries != "single":
+        raise ValueError(f"`prob` must be a single-query problem; got queries={prob.queries!r}")
+    check_choice("norm", norm, NORMS)
+    threshold = check_float("threshold", threshold, 0.0, 1.0, lo_open=True)
+    W = np.asarray(W, dtype=np.float64)
+    if W.shape != (prob.d, prob.d) or not np.all(np.isfinite(W)):
+        raise ValueError(f"`W` must be a finite ({prob.d}, {prob.d}) array; got shape {W.shape}")
+    Q = prob.query_view()[0][:, 0, :]
+    a = np.einsum("ntd,de,ne->nt", prob.X, W, Q)
+    s = np.exp(a - a.max(1, keepdims=True))
+    s /= s.sum(1, keepdims=True)
+    sel = s > threshold
+    first = np.argmax(sel, axis=1)                       # a reference token of each O_i
+    # equalities: (x_i,first − x_it) for t ∈ O_i \ {first}
+    ei, et = np.nonzero(sel & (np.arange(prob.T)[None] != first[:, None]))
+    E = _pair_rows(prob, first[ei], et, ei)
+    # inequalities: (x_it − x_iτ) for t ∈ O_i, τ ∉ O_i
+    ii, tt, uu = np.nonzero(sel[:, :, None] & ~sel[:, None, :])
+    G = _pair_rows(prob, tt, uu, ii)
+    d = prob.d
+    w = cp.Variable(d * d)
+    Wv = cp.reshape(w, (d, d), order="C")
+    nrm = cp.sum_squares(w) if norm == "fro" else cp.normNuc(Wv)
+    cons = ([E @ w == 0] if len(E) else []) + ([G @ w >= 1] if len(G) else [])
+    pdir = cp.Problem(cp.Minimize(nrm), cons)
+    try:
+        pdir.solve(solver=SOLVER, **SOLVER_OPTS)
+        status = pdir.status
+    except cp.error.SolverError as exc:
+        status = f"solver_error: {exc}".splitlines()[0][:200]
+    ok = status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) and w.value is not None
+    W_dir = np.asarray(w.value).reshape(d, d) if ok else None
+    # W^fin: equality-constrained least norm
+    rhs = a[ei, et] - a[ei, first[ei]]                  # (x_it − x_i,first)ᵀ W z_i
+    Efin = -E                                           # rows vec((x_it − x_i,first) z_iᵀ)
+    if len(Efin) == 0:
+        W_fin = np.zeros((d, d))
+    elif norm == "fro":
+        W_fin = np.linalg.lstsq(Efin, rhs, rcond=None)[0].reshape(d, d)
+    else:
+        wf = cp.Variable(d * d)
+        pf = cp.Problem(cp.Minimize(cp.normNuc(cp.reshape(wf, (d, d), order="C"))),
+                        [Efin @ wf == rhs])
+        pf.solve(solver=SOLVER, **SOLVER_OPTS)
+        W_fin = np.asarray(wf.value).reshape(d, d) if wf.value is not None else None
+    if not ok or W_fin is None:
+        return GeneralizedSvm(selected=sel, W_dir=W_dir, W_fin=W_fin, R=None, W_pred=None,
+                              feasible=False, status=status, norm=norm)
+    nd = float(np.sum(W_dir * W_dir))
+    R = float(np.sum((W - W_fin) * W_dir) / nd) if nd > 0 else 0.0
+    return GeneralizedSvm(selected=sel, W_dir=W_dir, W_fin=W_fin, R=R, W_pred=W_fin + R * W_dir,
+                          feasible=True, status=status, norm=norm)
