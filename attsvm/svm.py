@@ -252,7 +252,7 @@ def _pair_rows(prob: Problem, a_idx, b_idx, i_idx):
     """Rows vec((x_ia − x_ib) z_iᵀ) for index arrays (single-query problems)."""
     Q = prob.query_view()[0][:, 0, :]
     D = prob.X[i_idx, a_idx] - prob.X[i_idx, b_idx]
-    return np.einsum("rd,re->rde", D, Q[i_idx]).reshape(len(i_idx), -1)
+    return np.einsum("rd,re->rde", D, Q[i_idx]).reshape(len(i_idx), prob.d * prob.d)
 
 
 def solve_generalized_svm(prob: Problem, W, *, threshold: float = 1e-3,
