@@ -1,4 +1,34 @@
-"""attsvm explorer (placeholder until the app lands)."""
+"""attsvm explorer: page config, the shared sidebar and the page list (nothing else).
+
+Run with `streamlit run app.py`. Every page is one short file in pages/.
+"""
+from pathlib import Path
+
 import streamlit as st
 
-st.title("attsvm")
+from ui import sidebar
+
+st.set_page_config(page_title="attsvm — Transformers as SVMs", page_icon=":material/hub:",
+                   layout="wide")
+
+# (file, title, icon, url). The URLs deliberately differ from the file names: Streamlit
+# still treats a pages/ folder as the old multipage layout on a process's first run and in
+# AppTest, and a URL equal to a file stem would then open that file without this router.
+PAGES = [
+    ("overview.py", "Overview", "home", None),
+    ("playground.py", "Token selection (live)", "play_circle", "token-selection"),
+    ("geometry.py", "Geometry in 2-D", "scatter_plot", "geometry-2d"),
+    ("basins.py", "Local optima and basins", "landscape", "local-optima"),
+    ("overparam.py", "Over-parameterization", "trending_up", "over-parameterization"),
+    ("rank.py", "Rank collapse", "compress", "rank-collapse"),
+    ("nonlinear.py", "Nonlinear heads", "extension", "nonlinear-heads"),
+    ("sequences.py", "Sequences and causal attention", "link", "causal-attention"),
+    ("reproduce.py", "Reproduce the paper", "description", "paper-figures"),
+]
+here = Path(__file__).parent
+page = st.navigation([
+    st.Page(f"pages/{file}", title=title, icon=f":material/{icon}:", url_path=url,
+            default=url is None)
+    for file, title, icon, url in PAGES if (here / "pages" / file).exists()])
+sidebar.render()
+page.run()

@@ -1,0 +1,192 @@
+"""Geometry in 2-D: tokens, queries, GD paths of W(k) z_i for W and K Qᵀ, and both SVMs."""
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+import attsvm
+from ui import cache, charts
+from ui.sidebar import specs
+from ui.specs import ProblemSpec, custom_spec
+from ui.widgets import BOUND, check_gd, explained
+
+st.title("Geometry in 2-D")
+st.markdown(
+    "With d = 2 everything can be drawn. Each query z_i maps W to a vector W z_i in the token "
+    "plane; token t gets the logit x_itᵀ(W z_i). GD on **W** drives W(k) z_i along the "
+    "Frobenius SVM direction W^mm z_i, GD on **K Qᵀ** along the nuclear-norm direction "
+    "W^mm_* z_i — the paper's two 2-D figures are the presets, and every token is editable.")
+
+pspec_sb, tspec_sb = specs()
+c1, c2, c3, c4, c5 = st.columns([3, 1, 1, 1, 3])
+source = c1.segmented_control("Data", ["geometry-1", "geometry-2", "random"], key="geo_src",
+                              default="geometry-1", required=True, **BOUND,
+                              help="geometry-1: the early paper figure (n=2, T=3); "
+                                   "geometry-2: the later one (n=2, T=5); random: d = 2 "
+                                   "Gaussian data")
+rnd = source == "random"
+gn = c2.number_input("n", 1, 8, 2, key="geo_n", disabled=not rnd, **BOUND)
+gT = c3.number_input("T", 1, 12, 4, key="geo_T", disabled=not rnd, **BOUND)
+gseed = c4.number_input("seed", 0, 10_000, 0, key="geo_seed", disabled=not rnd, **BOUND)
+init = c5.segmented_control("Start", ["zero", "uniform"], key="geo_init", default="zero",
+                            required=True, **BOUND,
+                            help="**zero**: W = 0 (K = 0.1·N(0, I), Q = 0), as the paper's "
+                                 "figures; **uniform**: U(±1/√d) entries")
+base = (ProblemSpec(n=int(gn), T=int(gT), d=2, seed=int(gseed), attention="cross")
+        if rnd else ProblemSpec(source=source))
+with explained():
+    prob0 = base.build()
+
+# -- editable data ------------------------------------------------------------------------
+n, T = prob0.n, prob0.T
+tok = pd.DataFrame({"sequence": np.repeat(np.arange(n), T), "token": np.tile(np.arange(T), n),
+                    "x₁": prob0.X[:, :, 0].ravel(), "x₂": prob0.X[:, :, 1].ravel()})
+seq = pd.DataFrame({"sequence": np.arange(n), "label Y": prob0.Y, "z₁": prob0.Z[:, 0],
+                    "z₂": prob0.Z[:, 1]})
+vdf = pd.DataFrame({"v₁": [prob0.v[0]], "v₂": [prob0.v[1]]})
+tag = f"{source}_{gn}_{gT}_{gseed}" if rnd else source
+num = st.column_config.NumberColumn(format="%.4f")
+with st.expander("Edit the tokens, queries, labels and v", expanded=False,
+                 key="geo_edit_box"):
+    e1, e2, e3 = st.columns([3, 3, 2])
+    tok_e = e1.data_editor(tok, key=f"geo_tok_{tag}", hide_index=True,
+                           disabled=["sequence", "token"],
+                           column_config={"x₁": num, "x₂": num})
+    seq_e = e2.data_editor(seq, key=f"geo_seq_{tag}", hide_index=True, disabled=["sequence"],
+                           column_config={"z₁": num, "z₂": num,
+                                          "label Y": st.column_config.NumberColumn(
+                                              help="+1 or −1", step=1)})
+    v_e = e3.data_editor(vdf, key=f"geo_v_{tag}", hide_index=True,
+                         column_config={"v₁": num, "v₂": num})
+    st.caption("Token scores are γ_it = Y_i vᵀx_it; the optimal token (★) has the highest "
+               "score in its sequence. Edits are kept for this session (not in the URL).")
+edited = not (tok_e.equals(tok) and seq_e.equals(seq) and v_e.equals(vdf))
+if edited:
+    pspec = custom_spec(tok_e[["x₁", "x₂"]].to_numpy(dtype=float).reshape(n, T, 2),
+                        seq_e["label Y"].to_numpy(dtype=float),
+                        seq_e[["z₁", "z₂"]].to_numpy(dtype=float),
+                        v_e[["v₁", "v₂"]].to_numpy(dtype=float)[0],
+                        attention=pspec_sb.attention)
+    st.info("Showing your edited data.", icon=":material/edit:")
+else:
+    pspec = base.with_(attention=pspec_sb.attention)
+with explained():
+    prob = pspec.build()
+    opt = attsvm.optimal_tokens(prob)
+
+tspec = tspec_sb.with_(init=init, m=None)
+runs = {}
+for param, label in (("W", "W"), ("KQ", "(K,Q)")):
+    t = tspec.with_(param=param)
+    check_gd(prob, t)
+    with explained():
+        runs[label] = cache.train(pspec, t)
+with explained():
+    fro, nuc = cache.svm(pspec, None, "fro"), cache.svm(pspec, None, "nuc")
+sols = {"W^mm z_i": fro, "W^mm_* z_i": nuc}
+if prob.T == 1:
+    st.info("T = 1: every sequence has a single token, so there is nothing to select and "
+            "no SVM constraint; W stays where it starts.")
+if not fro.feasible:
+    st.warning(f"**Att-SVM is infeasible** for the optimal tokens (solver: `{fro.status}`): "
+               "no W gives every optimal token a margin of 1 over the others. In d = 2 this "
+               "is common once a sequence has more than a few tokens — the T − 1 differences "
+               "x_opt − x_t must all lie on one side of a line through the origin after "
+               "mapping by the query. GD still runs: its selection is reported below.")
+
+# -- numbers -----------------------------------------------------------------------------
+Q = prob.query_view()[0][:, 0, :]
+cols = st.columns(4)
+for col, (label, run) in zip(cols[:2], runs.items(), strict=True):
+    sel = run.alpha
+    same = np.array_equal(sel, opt)
+    col.metric(f"GD on {label}: selection", "·".join(map(str, sel)),
+               "= opt" if same else "≠ opt", delta_color="normal" if same else "inverse")
+if fro.feasible:
+    for col, (label, run) in zip(cols[2:], runs.items(), strict=True):
+        c_f = attsvm.correlation(run.W[-1], fro.W) if np.any(run.W[-1]) else float("nan")
+        c_n = attsvm.correlation(run.W[-1], nuc.W) if np.any(run.W[-1]) else float("nan")
+        col.metric(f"{label}-GD: corr with W^mm / W^mm_*", f"{c_f:.4f} / {c_n:.4f}",
+                   help="Each parameterization prefers its own norm: W-GD correlates best "
+                        "with the Frobenius solution, K Qᵀ-GD with the nuclear one.")
+
+# -- charts ------------------------------------------------------------------------------
+show = st.segmented_control("Separating lines of", ["Frobenius", "nuclear"], key="geo_lines",
+                            default="Frobenius", required=True, **BOUND,
+                            help="the SVM whose lines and support tokens are drawn: "
+                                 "W^mm (Frobenius) or W^mm_* (nuclear)")
+sol = fro if show == "Frobenius" else nuc
+g = attsvm.token_scores(prob)
+rows = []
+for i in range(n):
+    for t in range(T):
+        role = ("optimal" if t == opt[i] else
+                "support token" if sol.feasible and sol.support[i, t] else "")
+        rows.append(dict(seq=f"seq {i}", token=t, x1=prob.X[i, t, 0], x2=prob.X[i, t, 1],
+                         score=g[i, t], optimal=t == opt[i],
+                         support=bool(sol.feasible and sol.support[i, t]), label=role))
+tokens = pd.DataFrame(rows)
+span = float(np.abs(prob.X).max() * 1.35) or 1.0
+lines, arrows = [], []
+if sol.feasible:
+    for i in range(n):
+        w = sol.W @ Q[i]
+        nw = float(w @ w)
+        if nw == 0:
+            continue
+        c = float(prob.X[i, opt[i]] @ w) - 0.5          # {x : xᵀw = x_optᵀw − ½}
+        p0, perp = c * w / nw, np.array([-w[1], w[0]]) / np.sqrt(nw)
+        for s in (-4 * span, 4 * span):
+            x = p0 + s * perp
+            lines.append(dict(seq=f"seq {i}", x1=x[0], x2=x[1]))
+        for nm, S in sols.items():
+            if S.feasible:
+                u = S.W @ Q[i]
+                u = 0.9 * span * u / (np.linalg.norm(u) or 1.0)
+                arrows += [dict(seq=f"seq {i}", norm=nm, x1=0.0, x2=0.0, key=f"{nm}{i}"),
+                           dict(seq=f"seq {i}", norm=nm, x1=u[0], x2=u[1], key=f"{nm}{i}")]
+scale = st.segmented_control(
+    "GD paths", ["raw", "direction"], key="geo_scale", default="raw", required=True, **BOUND,
+    help="**raw**: W(k) z_i, as the paper draws them; **direction**: W(k) z_i / ‖W(k)‖_F, "
+         "which converges to W^mm z_i / ‖W^mm‖_F (resp. the nuclear solution)")
+paths, rays = [], []
+for label, run in runs.items():
+    P = np.einsum("kde,ne->knd", run.W, Q)                     # (k, n, 2) W(k) z_i
+    if scale == "direction":
+        nrm = np.linalg.norm(run.W, axis=(1, 2))[:, None, None]
+        P = np.divide(P, nrm, out=np.full_like(P, np.nan), where=nrm > 0)
+    for i in range(n):
+        paths.append(pd.DataFrame({"seq": f"z_{i}", "param": label, "step": run.steps,
+                                   "p1": P[:, i, 0], "p2": P[:, i, 1],
+                                   "key": f"{label}{i}"}))
+paths = pd.concat(paths)
+reach = float(np.nanmax(np.abs(paths[["p1", "p2"]].to_numpy()))) if len(paths) else 1.0
+for nm, S in (("W^mm z_i", fro), ("W^mm_* z_i", nuc)):
+    if S.feasible:
+        for i in range(n):
+            u = S.W @ Q[i]
+            if scale == "direction":     # the limit point of W(k) z_i / ‖W(k)‖_F
+                u = u / np.linalg.norm(S.W)
+            else:
+                u = 1.15 * reach * u / (np.linalg.norm(u) or 1.0)
+            rays.append(pd.DataFrame({"seq": f"z_{i}", "norm": nm, "p1": [0.0, u[0]],
+                                      "p2": [0.0, u[1]], "key": f"{nm}{i}"}))
+left, right = st.columns(2)
+left.altair_chart(charts.geometry_tokens(
+    tokens, pd.DataFrame(lines, columns=["seq", "x1", "x2"]),
+    pd.DataFrame(arrows, columns=["seq", "norm", "x1", "x2", "key"]),
+    title=f"Tokens, optimal ★, support ○, separating lines of "
+          f"{'W^mm' if show == 'Frobenius' else 'W^mm_*'}"))
+left.caption("Dotted: for each query, the line {x : xᵀ(W z_i) = x_optᵀ(W z_i) − ½}, halfway "
+             "between the optimal token and the margin-1 level of its support tokens. "
+             "Solid/dashed arrows: the directions W^mm z_i and W^mm_* z_i.")
+rays = (pd.concat(rays) if rays else
+        pd.DataFrame(columns=["seq", "norm", "p1", "p2", "key"]))
+right.altair_chart(charts.geometry_paths(
+    paths, rays, axis="W z_i" if scale == "raw" else "W z_i/‖W‖",
+    title="GD paths W(k) z_i (solid W, dashed K Qᵀ)"))
+start = "W = 0 (K = 0.1·N(0, I), Q = 0)" if init == "zero" else "U(±1/√d)"
+right.caption(f"{tspec.steps} steps of {'normalized' if tspec.normalized else 'plain'} GD, "
+              f"η = {tspec.lr:g}, from {start}"
+              ". Scroll to zoom, drag to pan. Thin lines: the SVM rays"
+              + (" (in the direction view they end where W(k) z_i/‖W(k)‖ converges)."
+                 if scale == "direction" else "."))

@@ -1,0 +1,96 @@
+"""The sidebar: the shared problem and training settings, bound to the URL.
+
+Rendered once per run by app.py (before the page), so the same widgets — and values —
+appear on every page. Each widget has a key and `bind="query-params"`: the key is the URL
+parameter, a copied link restores the view, and a value the widget cannot take (out of
+range, wrong type) is ignored by Streamlit instead of reaching the library.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+import attsvm
+from attsvm import limits
+
+from .specs import INIT_LABELS, INITS, ProblemSpec, TrainSpec
+
+# Widget ranges: the active mode's caps (attsvm.limits), never above what the UI can draw.
+UI_MAX = dict(n=256, T=128, d=256, steps=200_000)
+PRESET_OPTIONS = ("random", *attsvm.PRESETS)
+PRESET_LABELS = {"random": "random (the paper's Gaussian instance)",
+                 **{k: f"{k}: {v[1]}" for k, v in attsvm.PRESETS.items()}}
+HEAD_LABELS = {"linear": "linear  f = vᵀXᵀs", "relu": "relu MLP  f = 1ᵀrelu(VᵀXᵀs)",
+               "quadratic": "quadratic  f = vᵀr − λ‖r‖²"}
+LOSS_LABELS = {"logistic": "logistic log(1+e⁻ᵘ)", "exponential": "exponential e⁻ᵘ",
+               "correlation": "correlation −u"}
+STATE_KEY = "_attsvm_specs"
+
+
+def caps() -> dict:
+    L = limits.current()
+    return dict(n=min(UI_MAX["n"], L.max_n), T=min(UI_MAX["T"], L.max_T),
+                d=min(UI_MAX["d"], L.max_d), steps=min(UI_MAX["steps"], L.max_steps))
+
+
+def render() -> tuple[ProblemSpec, TrainSpec]:
+    """Draw the sidebar and return the specs (also kept for `specs()`)."""
+    c = caps()
+    q = dict(bind="query-params")
+    with st.sidebar:
+        st.subheader("Problem")
+        preset = st.selectbox("Data", PRESET_OPTIONS, key="preset", **q,
+                              help="\n".join(f"- **{k}**: {v}" for k, v in PRESET_LABELS.items()))
+        fixed = preset != "random"
+        c1, c2, c3 = st.columns(3)
+        n = c1.number_input("n", 1, c["n"], 6, key="n", disabled=fixed, **q,
+                            help="number of sequences")
+        T = c2.number_input("T", 1, c["T"], 8, key="T", disabled=fixed, **q,
+                            help="tokens per sequence")
+        d = c3.number_input("d", 1, c["d"], 10, key="d", disabled=fixed, **q,
+                            help="embedding dimension")
+        seed = st.number_input("Data seed", 0, 2**31 - 1, 0, key="seed", disabled=fixed, **q)
+        attention = st.segmented_control("Attention", ["cross", "self"], key="attention",
+                                         default="cross", required=True, **q,
+                                         help="cross: own query z_i; self: z_i = x_i1")
+        head = st.selectbox("Head", list(HEAD_LABELS), key="head", disabled=fixed, **q,
+                            help="\n".join(f"- **{k}**: {v}" for k, v in HEAD_LABELS.items()))
+        lam = st.number_input("λ (quadratic head)", 0.0, 100.0, 0.5, step=0.1, key="lam",
+                              disabled=fixed or head != "quadratic", **q)
+        if fixed:
+            st.caption("The preset fixes the data (n, T, d, seed, linear head).")
+
+        st.subheader("Training")
+        param = st.segmented_control("Parameterization", ["W", "KQ"], key="param",
+                                     default="W", required=True, **q,
+                                     help="**W**: train W directly (→ Frobenius SVM); "
+                                          "**KQ**: train K, Q with W = K Qᵀ (→ nuclear-norm "
+                                          "SVM)")
+        m = st.number_input("rank m of K, Q (0 = d)", 0, c["d"], 0, key="m",
+                            disabled=param != "KQ", **q)
+        loss = st.selectbox("Loss", list(LOSS_LABELS), key="loss", **q,
+                            help="\n".join(f"- **{k}**: {v}" for k, v in LOSS_LABELS.items()))
+        c1, c2 = st.columns(2)
+        lr = c1.number_input("step size η", 1e-4, 100.0, 0.1, step=0.05, format="%.4g",
+                             key="lr", **q)
+        steps = c2.number_input("steps", 1, c["steps"], 500, step=100, key="steps", **q)
+        normalized = st.toggle("normalized GD (the paper's)", True, key="ngd", **q)
+        init = st.selectbox("Initialization", INITS, key="init", **q,
+                            help="\n".join(f"- **{k}**: {v}" for k, v in INIT_LABELS.items()))
+        init_seed = st.number_input("Init seed", 0, 2**31 - 1, 0, key="init_seed", **q)
+        st.caption("Every setting is in the page URL: copy it to share this exact view.")
+
+    if fixed:
+        pspec = ProblemSpec(source=preset, attention=attention)
+    else:
+        pspec = ProblemSpec(source="random", n=int(n), T=int(T), d=int(d), seed=int(seed),
+                            attention=attention, head=head, lam=float(lam))
+    tspec = TrainSpec(param=param, m=int(m) or None, loss=loss, lr=float(lr),
+                      normalized=bool(normalized), steps=int(steps), init=init,
+                      init_seed=int(init_seed))
+    st.session_state[STATE_KEY] = (pspec, tspec)
+    return pspec, tspec
+
+
+def specs() -> tuple[ProblemSpec, TrainSpec]:
+    """The sidebar's specs of this run (defaults if a page runs without app.py)."""
+    return st.session_state.get(STATE_KEY, (ProblemSpec(), TrainSpec()))

@@ -1,0 +1,130 @@
+"""Hashable descriptions of a problem and of a GD run (cache keys, URL state).
+
+A `ProblemSpec` rebuilds an `attsvm.Problem`; a `TrainSpec` turns into `attsvm.train`
+keyword arguments. Both are frozen dataclasses of plain values, so Streamlit's cache can
+hash them and two sessions with the same URL get the same results.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+import attsvm
+
+SOURCES = ("random", "geometry-1", "geometry-2", "custom")
+INITS = ("uniform", "zero")
+INIT_LABELS = {
+    "uniform": "U(−1/√d, 1/√d) — PyTorch nn.Linear, the paper's random init",
+    "zero": "zero — W = 0 (K = 0.1·N(0, I), Q = 0), as the 2-D figures",
+}
+RECORDS = 200          # records per run kept for charts (record_every = steps / ~RECORDS)
+CHUNK_RECORDS = 10     # records advanced per live frame
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProblemSpec:
+    """What defines a problem. `data` holds (X, Y, Z, v) as nested tuples for "custom"."""
+
+    source: str = "random"
+    n: int = 6
+    T: int = 8
+    d: int = 10
+    seed: int = 0
+    attention: str = "cross"
+    head: str = "linear"
+    lam: float = 0.5
+    queries: str = "single"
+    data: tuple | None = None
+
+    def build(self) -> attsvm.Problem:
+        """The problem (raises ValueError with the library's message on bad input)."""
+        if self.source in attsvm.PRESETS:
+            prob = attsvm.paper_problem(self.source)     # linear head, single query
+            return prob.with_(Z=None) if self.attention == "self" else prob
+        if self.source == "custom":
+            if self.data is None:
+                raise ValueError("`data` must hold the custom tokens; got None")
+            X, Y, Z, v = (np.array(a, dtype=float) for a in self.data)
+            return attsvm.Problem(X=X, Y=Y, Z=None if self.attention == "self" else Z, v=v,
+                                  name="custom")
+        return attsvm.random_problem(self.n, self.T, self.d, self.seed, self.attention,
+                                     head=self.head, queries=self.queries,
+                                     lam=self.lam if self.head == "quadratic" else 0.5)
+
+    def with_(self, **kw) -> "ProblemSpec":
+        return replace(self, **kw)
+
+    def label(self) -> str:
+        if self.source in attsvm.PRESETS:
+            return f"preset {self.source} ({self.attention}-attention)"
+        if self.source == "custom":
+            return "custom tokens"
+        head = self.head + (f" λ={self.lam:g}" if self.head == "quadratic" else "")
+        q = "" if self.queries == "single" else f", {self.queries} queries"
+        return (f"random n={self.n}, T={self.T}, d={self.d}, seed={self.seed}, "
+                f"{self.attention}-attention, {head} head{q}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainSpec:
+    """GD settings (SPEC §2). `m=None` means m = d."""
+
+    param: str = "W"
+    m: int | None = None
+    loss: str = "logistic"
+    lr: float = 0.1
+    normalized: bool = True
+    steps: int = 500
+    init: str = "uniform"
+    init_seed: int = 0
+
+    def with_(self, **kw) -> "TrainSpec":
+        return replace(self, **kw)
+
+    def m_for(self, prob: attsvm.Problem) -> int:
+        return prob.d if self.m is None else min(int(self.m), prob.d)
+
+    def init_for(self, prob: attsvm.Problem):
+        """`init` for attsvm.train: None (library default, seeded) or explicit arrays."""
+        if self.init == "uniform":
+            return None
+        d, m = prob.d, self.m_for(prob)
+        if self.param == "W":
+            return np.zeros((d, d))
+        # K = Q = 0 is a stationary point of the factorization; the paper starts K small.
+        rng = np.random.default_rng([self.init_seed, 1])
+        return 0.1 * rng.standard_normal((d, m)), np.zeros((d, m))
+
+    def label(self) -> str:
+        gd = "normalized GD" if self.normalized else "plain GD"
+        par = "W" if self.param == "W" else f"(K, Q), m={self.m if self.m else 'd'}"
+        return (f"{par}, {gd}, η={self.lr:g}, {self.loss} loss, {self.steps} steps, "
+                f"{self.init} init (seed {self.init_seed})")
+
+
+def record_every(steps: int, target: int = RECORDS) -> int:
+    """The smallest divisor r of `steps` with steps / r ≤ `target` (charts stay light)."""
+    lo = max(1, math.ceil(steps / target))
+    for r in range(lo, steps + 1):
+        if steps % r == 0:
+            return r
+    return steps
+
+
+def selection_label(alpha) -> str:
+    """α as a short string of 0-based token indices (as the library): (0, 2, 1) -> "0·2·1"."""
+    return "·".join(str(int(a)) for a in np.ravel(alpha))
+
+
+def frozen(a) -> tuple:
+    """A nested tuple of floats (hashable) from an array-like."""
+    a = np.asarray(a, dtype=float)
+    return tuple(frozen(x) for x in a) if a.ndim > 1 else tuple(float(x) for x in a)
+
+
+def custom_spec(X, Y, Z, v, *, attention: str = "cross") -> ProblemSpec:
+    """A ProblemSpec holding the arrays themselves (e.g. tokens edited in a table)."""
+    return ProblemSpec(source="custom", attention=attention,
+                       data=(frozen(X), frozen(Y), frozen(Z), frozen(v)))
