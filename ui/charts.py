@@ -130,7 +130,7 @@ def prob_map(df: pd.DataFrame, *, title: str, x: str = "token", y: str = "seq",
     if facet:
         return chart.properties(width=220, height=220).facet(
             column=alt.Column(f"{facet}:N", title=None)).properties(title=title)
-    return chart.properties(title=title)
+    return chart.properties(title=title, height=130 + 32 * int(df[y].nunique()))
 
 
 def selections_bar(df: pd.DataFrame, *, title: str) -> alt.Chart:
@@ -143,7 +143,7 @@ def selections_bar(df: pd.DataFrame, *, title: str) -> alt.Chart:
                         legend=alt.Legend(orient="bottom")),
         tooltip=[alt.Tooltip("selection:N", title="α"), alt.Tooltip("runs:Q"),
                  alt.Tooltip("kind:N", title="α is")],
-    ).properties(title=title, height=HEIGHT)
+    ).properties(title=title, height=HEIGHT + 90)
 
 
 def basin_map(df: pd.DataFrame, *, title: str) -> alt.LayerChart:
@@ -159,7 +159,8 @@ def basin_map(df: pd.DataFrame, *, title: str) -> alt.LayerChart:
         x=alt.X("a:O", title="init coordinate a (along E₁)", axis=alt.Axis(format=".2f")),
         y=alt.Y("b:O", title="init coordinate b (along E₂)", sort="descending",
                 axis=alt.Axis(format=".2f")),
-        color=alt.Color("selection:N", title="α reached", legend=alt.Legend(orient="right")),
+        color=alt.Color("selection:N", title="α reached", legend=alt.Legend(orient="right"),
+                        scale=alt.Scale(scheme="tableau10")),
         tooltip=tips)
     ring = alt.Chart(df[df["class"] != "global"]).mark_text(text="·", fontSize=18).encode(
         x="a:O", y=alt.Y("b:O", sort="descending"), tooltip=tips)
@@ -173,27 +174,56 @@ def fraction_bars(df: pd.DataFrame, *, title: str) -> alt.Chart:
         xOffset=alt.XOffset("outcome:N"),
         y=alt.Y("fraction:Q", title="fraction of runs", scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("outcome:N", title=None, legend=alt.Legend(orient="bottom",
-                                                                     labelLimit=320)),
+                                                                     labelLimit=320),
+                        scale=alt.Scale(range=["#2e7d32", "#1f77b4", "#9e9e9e"])),
         tooltip=[alt.Tooltip("d:O"), alt.Tooltip("outcome:N"),
                  alt.Tooltip("fraction:Q", format=".2f"), alt.Tooltip("runs:Q")],
-    ).properties(title=title, height=280)
+    ).properties(title=title, height=400)
 
 
-def rank_lines(df: pd.DataFrame, *, x: str, title: str, x_title: str) -> alt.LayerChart:
-    """Mean numerical rank vs `x`, one line per SVM norm; df: x, norm, rank, sd, count."""
-    base = alt.Chart(df).encode(
-        x=alt.X(f"{x}:O", title=x_title),
-        color=alt.Color("norm:N", title=None,
-                        scale=alt.Scale(domain=list(NORM_COLORS), range=list(NORM_COLORS.values())),
-                        legend=alt.Legend(orient="bottom")))
+def rank_lines(df: pd.DataFrame, *, x: str, title: str, x_title: str,
+               group: str | None = None) -> alt.LayerChart:
+    """Mean numerical rank vs `x`, colour = SVM norm, dash = `group` (e.g. n);
+    df: x, norm, rank, lo, hi, count[, group]."""
+    enc = dict(x=alt.X(f"{x}:O", title=x_title),
+               color=alt.Color("norm:N", title=None,
+                               scale=alt.Scale(domain=list(NORM_COLORS),
+                                               range=list(NORM_COLORS.values())),
+                               legend=alt.Legend(orient="bottom")))
+    if group:
+        enc["strokeDash"] = alt.StrokeDash(f"{group}:N", legend=alt.Legend(orient="bottom"))
+        enc["shape"] = alt.Shape(f"{group}:N", legend=None)
+        enc["detail"] = alt.Detail(f"{group}:N")
+    base = alt.Chart(df).encode(**enc)
     tips = [alt.Tooltip(f"{x}:O", title=x_title), alt.Tooltip("norm:N"),
             alt.Tooltip("rank:Q", title="mean rank", format=".2f"),
-            alt.Tooltip("sd:Q", title="std", format=".2f"),
+            alt.Tooltip("lo:Q", title="min", format=".0f"),
+            alt.Tooltip("hi:Q", title="max", format=".0f"),
             alt.Tooltip("count:Q", title="feasible instances")]
+    if group:
+        tips.insert(0, alt.Tooltip(f"{group}:N"))
     line = base.mark_line(point=True).encode(y=alt.Y("rank:Q", title="mean numerical rank"),
                                              tooltip=tips)
-    band = base.mark_errorbar().encode(y=alt.Y("lo:Q", title=""), y2="hi:Q")
-    return alt.layer(band, line).properties(title=title, height=HEIGHT + 20)
+    band = base.mark_errorbar(opacity=0.5).encode(y=alt.Y("lo:Q", title="mean numerical rank"),
+                                                  y2="hi:Q", tooltip=tips)
+    return alt.layer(band, line).properties(title=title, height=HEIGHT + 90)
+
+
+def singular_values(df: pd.DataFrame, *, title: str, rtol: float) -> alt.FacetChart:
+    """σ_j(W(k))/σ_1(W(k)) over k, one line per index j, one panel per parameterization,
+    with the numerical-rank threshold `rtol` dashed. df: step, j, sigma, param."""
+    tips = [alt.Tooltip("param:N", title="GD on"), alt.Tooltip("step:Q", title="iteration"),
+            alt.Tooltip("j:O", title="index j"),
+            alt.Tooltip("sigma:Q", title="σ_j/σ_1", format=".3g")]
+    line = alt.Chart().mark_line().encode(
+        x=alt.X("step:Q", title="iteration k"),
+        y=alt.Y("sigma:Q", title="σ_j(W(k)) / σ_1(W(k))", scale=alt.Scale(type="log")),
+        color=alt.Color("j:O", title="index j", scale=alt.Scale(scheme="viridis")),
+        tooltip=tips)
+    rule = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(
+        y=alt.datum(rtol), tooltip=[alt.Tooltip("param:N", title=f"rank threshold {rtol:g}")])
+    return (alt.layer(line, rule, data=df).properties(width=330, height=230)
+            .facet(column=alt.Column("param:N", title=None)).properties(title=title))
 
 
 def geometry_tokens(tokens: pd.DataFrame, lines: pd.DataFrame, arrows: pd.DataFrame, *,

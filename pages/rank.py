@@ -1,0 +1,110 @@
+"""Rank collapse: singular values of K(k)Q(k)ᵀ vs W(k), and the ranks of W^mm vs W^mm_*."""
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+import attsvm
+from attsvm.metrics import RANK_RTOL
+from ui import cache, charts
+from ui.sidebar import specs
+from ui.widgets import BOUND, build, check_gd, check_svm, explained
+
+st.title("Rank collapse")
+st.markdown(
+    "Both SVM solutions see W only through W z_i, so their row space lies in span{z_i} and "
+    "rank ≤ min(n, d). The nuclear-norm solution W^mm_*, the limit of K Qᵀ, is much lower "
+    "rank still — and during training the small singular values of K(k)Q(k)ᵀ die off, "
+    "while those of W(k) do not.")
+st.info(f"**How ranks are measured here:** accurate interior-point solves (Clarabel, "
+        f"tolerances 1e-10) and the relative threshold σ_k > {RANK_RTOL:g}·σ_1; infeasible "
+        "instances are excluded and counted separately. The authors' notebook differs on both "
+        "counts: it counted an infeasible SVM as rank 1 (`matrix_rank(None) = 1`) and measured "
+        "SCS output with an absolute 1e-7 threshold, which inflates nuclear-norm ranks (even "
+        "above the bound n). The low-rank bias of K Qᵀ is stronger than the paper's plot "
+        "suggests.", icon=":material/info:")
+
+# -- 1. during training ----------------------------------------------------------------------
+pspec, tspec = specs()
+st.subheader("1 · During training (sidebar problem)")
+prob = build(pspec)
+runs = {}
+for param, label in (("W", "W"), ("KQ", "K Qᵀ")):
+    t = tspec.with_(param=param)
+    check_gd(prob, t)
+    with explained():
+        runs[label] = cache.train(pspec, t)
+frames_ = []
+for label, run in runs.items():
+    S = run.singular_values                                     # (k, d)
+    rel = np.divide(S, S[:, :1], out=np.zeros_like(S), where=S[:, :1] > 0)
+    k, d = rel.shape
+    frames_.append(pd.DataFrame({"step": np.repeat(run.steps, d), "j": np.tile(np.arange(d), k),
+                                 "sigma": np.clip(rel.ravel(), 1e-18, None), "param": label}))
+st.altair_chart(charts.singular_values(pd.concat(frames_), rtol=RANK_RTOL,
+                                       title="Singular values of W(k), relative to the largest"))
+rk = pd.concat([pd.DataFrame({"step": r.steps, "rank": attsvm.numerical_rank(r.W),
+                              "GD on": label}) for label, r in runs.items()])
+c1, c2 = st.columns([3, 2])
+c1.altair_chart(charts.curves(rk, y="rank", color="GD on", x_max=tspec.steps,
+                              title=f"Numerical rank of W(k) (σ > {RANK_RTOL:g}·σ₁)",
+                              y_title="rank", fmt="d",
+                              colors={"W": "#1f77b4", "K Qᵀ": "#d62728"}))
+with c2.container(border=True):
+    st.markdown("**Ranks at the end**")
+    alpha = runs["K Qᵀ"].alpha
+    with explained():
+        fro = cache.svm(pspec, tuple(int(a) for a in alpha), "fro")
+        nuc = cache.svm(pspec, tuple(int(a) for a in alpha), "nuc")
+    rows = [("W(k) after GD on W", attsvm.numerical_rank(runs["W"].W[-1])),
+            ("K(k)Q(k)ᵀ after GD on K, Q", attsvm.numerical_rank(runs["K Qᵀ"].W[-1])),
+            ("W^mm_α (Frobenius)", attsvm.numerical_rank(fro.W) if fro.feasible else "infeasible"),
+            ("W^mm_*,α (nuclear)", attsvm.numerical_rank(nuc.W) if nuc.feasible else "infeasible"),
+            ("bound min(n, d)", min(prob.n, prob.d))]
+    st.dataframe(pd.DataFrame(rows, columns=["matrix", "rank"]).astype(str), hide_index=True,
+                 key="rank_final")
+    st.caption(f"α = K Qᵀ-GD's final selection. {tspec.steps} steps; more steps sharpen "
+               "the collapse. With m < d the paper's problem adds rank(W) ≤ m (not convex): "
+               "compare the nuclear solution's rank with m.")
+
+# -- 2. SVM ranks as d, n, T vary ----------------------------------------------------------------
+st.subheader("2 · Rank of W^mm vs W^mm_* as d, n, T vary")
+c = st.columns(4)
+ns = c[0].multiselect("n values", [2, 3, 5, 8, 10, 15], default=[5], key="rank_n", **BOUND)
+T = c[1].number_input("T", 2, 20, 5, key="rank_T", **BOUND)
+ds = c[2].multiselect("d values", [1, 2, 3, 4, 5, 8, 10, 15, 20], default=[2, 3, 4, 5, 8, 10],
+                      key="rank_d", **BOUND)
+inst = c[3].number_input("instances per cell", 1, 100, 5, key="rank_inst", **BOUND,
+                         help="data seeds 0, 1, …; the paper used 100")
+if not ns or not ds:
+    st.info("Pick at least one n and one d.")
+    st.stop()
+cells = [(n, d) for n in sorted(ns) for d in sorted(ds)]
+check_svm(2 * len(cells) * int(inst))
+bar = st.progress(0.0, text="Solving SVMs…")
+parts = []
+for j, (n, d) in enumerate(cells):
+    bar.progress(j / len(cells), text=f"n = {n}, d = {d}: {inst} × 2 SVMs…")
+    with explained():
+        parts.append(cache.rank_cell(n, int(T), d, 0, int(inst), pspec.attention))
+bar.empty()
+res = pd.concat(parts)
+rows = []
+for (n, d), g in res.groupby(["n", "d"]):
+    f = g[g["feasible"]]
+    for norm, col in (("W^mm (Frobenius)", "rank_fro"), ("W^mm_* (nuclear)", "rank_nuc")):
+        v = f[col].dropna()
+        rows.append(dict(d=d, n=f"n = {n}", norm=norm, count=len(v),
+                         rank=v.mean() if len(v) else np.nan,
+                         lo=v.min() if len(v) else np.nan, hi=v.max() if len(v) else np.nan,
+                         feasible=g["feasible"].mean()))
+agg = pd.DataFrame(rows)
+st.altair_chart(charts.rank_lines(agg.dropna(subset=["rank"]), x="d", group="n",
+                                  x_title="embedding dimension d",
+                                  title=f"Mean rank over feasible instances (T = {T}, "
+                                        f"{pspec.attention}-attention)"))
+feas = agg[agg["norm"] == "W^mm (Frobenius)"].pivot(index="n", columns="d", values="feasible")
+feas.columns = [f"d = {d}" for d in feas.columns]
+st.markdown("**Fraction of feasible instances** (excluded from the means above)")
+st.dataframe(feas.reset_index(), hide_index=True, key="rank_feasible",
+             column_config={c: st.column_config.NumberColumn(format="%.2f")
+                            for c in feas.columns})
