@@ -1,27 +1,75 @@
-"""Work budgets: how much one user action may ask for.
+"""Work budgets: how much one user action, and one session, may ask of the server.
 
-The cost of a GD action is measured in token-feature-steps,
+Every action is priced in *work units*, calibrated so that one unit is about one
+nanosecond of one core of the 2-core machines this was measured on (float64, JAX on CPU,
+Clarabel via cvxpy). With K = 1 for single-query problems (K = T for sequence/causal ones)
+and m the rank of K, Q:
 
-    work = runs · steps · n · K · T · d        (K = 1, or T for sequence/causal problems)
+    GD      work = runs · steps · (n·K·T·d + 4·d² + [param="KQ"] d²·m / 4)
+    SVM     work = solves · (5·10⁶ + r·d²·(c·min(r, d²) + 2000) + [norm="nuc"] 1000·d^4.5)
 
-which is proportional to the floating-point work of the forward and backward passes; an
-SVM sweep costs `solves · (n·T·d²)` on the same scale. Two modes:
+where r = n·K·(T − 1) is the number of margin constraints (about half of that when causal)
+and c = 20 for the Frobenius QP, 30 for the nuclear-norm SDP. The first GD term is the
+attention forward/backward pass, the d² terms the update of W (and the product K Qᵀ); the
+SVM terms are the dense KKT factorization of r constraints in d² unknowns, cvxpy's
+per-entry canonicalization, and the 2d × 2d semidefinite cone. Measured here: a
+(n, T, d) = (32, 32, 32) Frobenius SVM takes 14–18 s (formula: 20 s); W-GD with 20 runs
+of (4, 4, 64) × 2000 steps 0.6 s (formula: 0.7 s).
+
+Two modes, chosen by ``ATTSVM_MODE`` (Streamlit also exports a root-level
+``ATTSVM_MODE = "hosted"`` in ``.streamlit/secrets.toml`` to the environment):
 
 - "local" (default): generous caps for a researcher's own machine;
-- "hosted" (`ATTSVM_MODE=hosted`): caps sized so that one visitor's action finishes in a few
-  seconds on a 2-core server and cannot starve the others.
+- "hosted": caps for a shared server, so that one visitor's action takes a few seconds and
+  cannot starve the others. It also limits each session's compute time over a rolling
+  window, each action's wall-clock time, and how many actions compute at once.
+
+Refusals raise `BudgetError` (a ValueError, so pages show it like any bad input) naming
+the setting, the cap and the largest size that fits.
 """
 from __future__ import annotations
 
+import math
 import os
+import threading
+import time
+from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 MODES = ("local", "hosted")
+NS = 1e-9   # seconds per work unit on the reference machine
+
+
+class BudgetError(ValueError):
+    """A request over the active mode's budget (or a server too busy to take it)."""
+
+
+class Cancelled(BudgetError):
+    """Work stopped before it finished: `reason` is "deadline" or "cancelled"."""
+
+    def __init__(self, message: str, *, reason: str):
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True, kw_only=True)
 class Limits:
-    """Caps of one mode. `max_work` bounds `work` (see module doc) for a single action."""
+    """Caps of one mode.
+
+    Attributes:
+        max_work: work units (module doc) one action may cost, GD and SVMs together.
+        max_runs, max_steps, max_n, max_T, max_d: hard caps on single settings.
+        max_svm_solves: SVM solves one action may ask for.
+        max_record_floats: float64 numbers one action may record (trajectory memory).
+        max_upload_bytes: size of one uploaded file.
+        action_seconds: wall-clock time after which a long action (a sweep, a live run) is
+            stopped, keeping what it has.
+        session_seconds, session_window: compute seconds one session may use within any
+            `session_window` seconds (inf: no limit).
+        max_concurrent: actions computing at once, server-wide (0: no limit); others wait
+            up to `queue_seconds` for a slot.
+    """
 
     mode: str
     max_work: float
@@ -31,19 +79,31 @@ class Limits:
     max_T: int
     max_d: int
     max_svm_solves: int
-    session_seconds: float      # wall-clock allowance of one action before it is cancelled
+    max_record_floats: int
+    max_upload_bytes: int
+    action_seconds: float
+    session_seconds: float
+    session_window: float
+    max_concurrent: int
+    queue_seconds: float
 
 
 LIMITS = {
-    "local": Limits(mode="local", max_work=2e11, max_runs=5000, max_steps=200_000, max_n=256,
-                    max_T=128, max_d=256, max_svm_solves=20_000, session_seconds=3600.0),
-    "hosted": Limits(mode="hosted", max_work=2e9, max_runs=500, max_steps=20_000, max_n=32,
-                     max_T=32, max_d=64, max_svm_solves=2000, session_seconds=60.0),
+    "local": Limits(mode="local", max_work=1e12, max_runs=5000, max_steps=200_000,
+                    max_n=256, max_T=128, max_d=256, max_svm_solves=20_000,
+                    max_record_floats=60_000_000, max_upload_bytes=100 * 2**20,
+                    action_seconds=3600.0, session_seconds=math.inf, session_window=600.0,
+                    max_concurrent=0, queue_seconds=0.0),
+    "hosted": Limits(mode="hosted", max_work=3e9, max_runs=500, max_steps=20_000,
+                     max_n=32, max_T=32, max_d=64, max_svm_solves=2000,
+                     max_record_floats=2_000_000, max_upload_bytes=2 * 2**20,
+                     action_seconds=30.0, session_seconds=120.0, session_window=600.0,
+                     max_concurrent=2, queue_seconds=30.0),
 }
 
 
 def mode() -> str:
-    """The active mode: ATTSVM_MODE (default "local")."""
+    """The active mode: ATTSVM_MODE (default "local"; unknown values mean "local")."""
     m = os.environ.get("ATTSVM_MODE", "local").strip().lower()
     return m if m in MODES else "local"
 
@@ -52,34 +112,254 @@ def current() -> Limits:
     return LIMITS[mode()]
 
 
-def gd_work(*, n: int, T: int, d: int, steps: int, runs: int = 1, queries: str = "single") -> float:
-    K = 1 if queries == "single" else T
-    return float(runs) * steps * n * K * T * d
+# -- prices -------------------------------------------------------------------------------
+def _K(T: int, queries: str) -> int:
+    return 1 if queries == "single" else T
+
+
+def gd_work(*, n: int, T: int, d: int, steps: int, runs: int = 1, queries: str = "single",
+            param: str = "W", m: int | None = None) -> float:
+    """Work units of `runs` GD runs of `steps` steps (module doc)."""
+    m = d if m is None else m
+    per = n * _K(T, queries) * T * d + 4 * d * d + (d * d * m / 4 if param == "KQ" else 0)
+    return float(runs) * steps * per
+
+
+def svm_work(*, n: int, T: int, d: int, norm: str = "fro", queries: str = "single",
+             solves: int = 1) -> float:
+    """Work units of `solves` attention-SVM solves (module doc)."""
+    r = n * _K(T, queries) * max(T - 1, 0)
+    if queries == "causal":
+        r = n * T * max(T - 1, 0) / 2
+    c, extra = (20, 0.0) if norm == "fro" else (30, 1000 * d ** 4.5)
+    return float(solves) * (5e6 + r * d * d * (c * min(r, d * d) + 2000) + extra)
+
+
+def record_floats(*, n: int, T: int, d: int, steps: int, record_every: int = 1, runs: int = 1,
+                  queries: str = "single") -> int:
+    """float64 numbers GD records: runs · (steps/r + 1) · (d² + n·K·T + 2)."""
+    k = steps // max(record_every, 1) + 1
+    return runs * k * (d * d + n * _K(T, queries) * T + 2)
+
+
+def seconds(work: float) -> float:
+    """Rough wall-clock seconds of `work` units on the reference machine."""
+    return work * NS
+
+
+# -- checks ---------------------------------------------------------------------------------
+def _largest(fits, lo: int, hi: int) -> int:
+    """The largest x in [lo, hi] with fits(x) (fits monotone decreasing), or lo - 1."""
+    if not fits(lo):
+        return lo - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
+
+
+def check_size(*, n: int, T: int, d: int, limits: Limits | None = None, **more) -> None:
+    """Raise BudgetError if n, T, d (or any `more` setting named in the caps, e.g. steps,
+    runs) is above the active mode's hard cap."""
+    L = limits or current()
+    caps = dict(n=L.max_n, T=L.max_T, d=L.max_d, steps=L.max_steps, runs=L.max_runs,
+                solves=L.max_svm_solves)
+    for name, value in dict(n=n, T=T, d=d, **more).items():
+        if value is not None and name in caps and value > caps[name]:
+            raise BudgetError(f"`{name}` must be at most {caps[name]:,} in {L.mode} mode; "
+                              f"got {value:,}")
+
+
+def _over(L: Limits, what: str, work: float, hints: list[str]) -> BudgetError:
+    hint = " or ".join(h for h in hints if h)
+    return BudgetError(
+        f"{what} would cost {work:.3g} work units (≈ {seconds(work):.3g} s), more than the "
+        f"{L.max_work:.3g} allowed per action in {L.mode} mode"
+        + (f". Changing one setting, the largest that fits is {hint}" if hint else ""))
 
 
 def check_gd(*, n: int, T: int, d: int, steps: int, runs: int = 1, queries: str = "single",
-             limits: Limits | None = None) -> None:
-    """Raise ValueError (naming the setting and the largest allowed value) if a GD action is
-    over the active mode's budget."""
+             param: str = "W", m: int | None = None, record_every: int | None = None,
+             limits: Limits | None = None) -> float:
+    """Refuse a GD action over budget; return its work.
+
+    Raises BudgetError naming the cap, or (work over `max_work`) the largest steps, runs and
+    n that fit at the other settings; with `record_every`, also the recorded-history cap.
+    """
     L = limits or current()
-    for name, value, cap in (("n", n, L.max_n), ("T", T, L.max_T), ("d", d, L.max_d),
-                             ("steps", steps, L.max_steps), ("runs", runs, L.max_runs)):
-        if value > cap:
-            raise ValueError(f"`{name}` must be at most {cap} in {L.mode} mode; got {value}")
-    w = gd_work(n=n, T=T, d=d, steps=steps, runs=runs, queries=queries)
+    check_size(n=n, T=T, d=d, steps=steps, runs=runs, limits=L)
+    price = lambda **kw: gd_work(**{**dict(n=n, T=T, d=d, steps=steps, runs=runs,  # noqa: E731
+                                           queries=queries, param=param, m=m), **kw})
+    w = price()
     if w > L.max_work:
-        per_step = w / steps
-        most_steps = int(L.max_work // per_step)
-        per_run = w / runs
-        most_runs = int(L.max_work // per_run)
-        raise ValueError(
-            f"this action's work (runs·steps·n·T·d = {w:.3g}) must be at most {L.max_work:.3g} "
-            f"in {L.mode} mode; at this size use at most {most_steps:,} steps"
-            + (f" or at most {most_runs:,} runs" if runs > 1 else ""))
+        ok = lambda **kw: price(**kw) <= L.max_work  # noqa: E731
+        s = _largest(lambda x: ok(steps=x), 1, steps)
+        r = _largest(lambda x: ok(runs=x), 1, runs)
+        nn = _largest(lambda x: ok(n=x), 1, n)
+        raise _over(L, f"GD with runs={runs:,}, steps={steps:,}, n={n}, T={T}, d={d}", w, [
+            f"steps={s:,}" if s >= 1 else "",
+            f"runs={r:,}" if runs > 1 and r >= 1 else "",
+            f"n={nn}" if nn >= 1 else ""])
+    if record_every is not None:
+        f = record_floats(n=n, T=T, d=d, steps=steps, record_every=record_every, runs=runs,
+                          queries=queries)
+        if f > L.max_record_floats:
+            per = f // (steps // max(record_every, 1) + 1)
+            k = max(1, L.max_record_floats // per - 1)
+            raise BudgetError(
+                f"`record_every` must keep the recorded history under "
+                f"{L.max_record_floats:,} numbers in {L.mode} mode; got {record_every} "
+                f"({f:,} numbers). Record every {math.ceil(steps / k):,} steps or more, or ask for "
+                f"fewer steps or runs.")
+    return w
 
 
-def check_svm(*, solves: int, limits: Limits | None = None) -> None:
+def check_svm(*, solves: int = 1, n: int | None = None, T: int | None = None,
+              d: int | None = None, norm: str = "fro", queries: str = "single",
+              limits: Limits | None = None) -> float:
+    """Refuse SVM work over budget; return its work (0 when the sizes are not given).
+
+    Always checks `solves` against `max_svm_solves`; with n, T, d also prices the solves
+    and, when over `max_work`, names the largest d, n and solves that fit.
+    """
     L = limits or current()
-    if solves > L.max_svm_solves:
-        raise ValueError(f"`solves` must be at most {L.max_svm_solves} SVM solves in {L.mode} "
-                         f"mode; got {solves}")
+    check_size(n=n, T=T, d=d, solves=solves, limits=L)
+    if n is None or T is None or d is None:
+        return 0.0
+    price = lambda **kw: svm_work(**{**dict(n=n, T=T, d=d, norm=norm,  # noqa: E731
+                                            queries=queries, solves=solves), **kw})
+    w = price()
+    if w > L.max_work:
+        ok = lambda **kw: price(**kw) <= L.max_work  # noqa: E731
+        dd = _largest(lambda x: ok(d=x), 1, d)
+        nn = _largest(lambda x: ok(n=x), 1, n)
+        k = _largest(lambda x: ok(solves=x), 1, solves)
+        name = "Att-SVM (Frobenius)" if norm == "fro" else "Att-SVM* (nuclear norm)"
+        raise _over(L, f"{solves:,} × {name} at n={n}, T={T}, d={d}", w, [
+            f"d={dd}" if dd >= 1 else "", f"n={nn}" if nn >= 1 else "",
+            f"{k:,} solves" if solves > 1 and k >= 1 else ""])
+    return w
+
+
+def check_work(work: float, *, what: str = "this action", limits: Limits | None = None) -> float:
+    """Refuse a total (e.g. a sweep's summed gd_work + svm_work) over `max_work`."""
+    L = limits or current()
+    if work > L.max_work:
+        raise _over(L, what, work, [])
+    return work
+
+
+# -- time: deadlines, per-session allowance, concurrency -------------------------------------
+class Deadline:
+    """Wall-clock allowance of one action; `check()` between chunks of work.
+
+    Args:
+        seconds: allowance (default: the mode's `action_seconds`).
+        cancel: optional threading.Event; once set, `check()` raises Cancelled too.
+    """
+
+    def __init__(self, seconds: float | None = None, *, cancel: threading.Event | None = None,
+                 limits: Limits | None = None, clock=time.monotonic):
+        L = limits or current()
+        self.seconds = L.action_seconds if seconds is None else float(seconds)
+        self.cancel = cancel
+        self._clock = clock
+        self.start = clock()
+
+    @property
+    def elapsed(self) -> float:
+        return self._clock() - self.start
+
+    @property
+    def expired(self) -> bool:
+        return self.elapsed > self.seconds
+
+    def check(self) -> None:
+        if self.cancel is not None and self.cancel.is_set():
+            raise Cancelled("cancelled", reason="cancelled")
+        if self.expired:
+            raise Cancelled(f"stopped after {self.elapsed:.0f} s: one action may run at most "
+                            f"{self.seconds:.0f} s in {mode()} mode", reason="deadline")
+
+
+class SessionBudget:
+    """Compute seconds one session spent over a rolling window (hosted mode's fairness).
+
+    `charge(s)` after work, `check()` before it: raises BudgetError with the wait once the
+    session spent `session_seconds` within the last `session_window` seconds.
+    """
+
+    def __init__(self, limits: Limits | None = None, *, clock=time.monotonic):
+        self.limits = limits or current()
+        self._clock = clock
+        self._spent: deque = deque(maxlen=4096)      # (time, seconds)
+        self._lock = threading.Lock()
+
+    def _trim(self, now: float) -> None:
+        while self._spent and self._spent[0][0] < now - self.limits.session_window:
+            self._spent.popleft()
+
+    def spent(self) -> float:
+        with self._lock:
+            self._trim(self._clock())
+            return sum(s for _, s in self._spent)
+
+    def charge(self, seconds: float) -> None:
+        if seconds > 0:
+            with self._lock:
+                self._spent.append((self._clock(), float(seconds)))
+
+    def check(self) -> None:
+        L = self.limits
+        if not math.isfinite(L.session_seconds):
+            return
+        with self._lock:
+            now = self._clock()
+            self._trim(now)
+            total = sum(s for _, s in self._spent)
+            if total < L.session_seconds:
+                return
+            # Wait until enough old charges leave the window.
+            acc, wait = total, 0.0
+            for t, s in self._spent:
+                acc -= s
+                wait = t + L.session_window - now
+                if acc < L.session_seconds:
+                    break
+        raise BudgetError(
+            f"this session used {total:.0f} s of compute in the last "
+            f"{L.session_window / 60:.0f} minutes, the most allowed in {L.mode} mode "
+            f"({L.session_seconds:.0f} s); try again in {max(wait, 1):.0f} s")
+
+
+_slots: dict[int, threading.BoundedSemaphore] = {}
+_slots_lock = threading.Lock()
+_held = threading.local()
+
+
+@contextmanager
+def compute_slot(limits: Limits | None = None):
+    """Hold one of the server's `max_concurrent` compute slots while the block runs.
+
+    Re-entrant per thread (a cached function calling another holds one slot). Raises
+    BudgetError when no slot frees up within `queue_seconds`. No-op when max_concurrent=0.
+    """
+    L = limits or current()
+    if L.max_concurrent <= 0 or getattr(_held, "depth", 0) > 0:
+        _held.depth = getattr(_held, "depth", 0) + 1
+        try:
+            yield
+        finally:
+            _held.depth -= 1
+        return
+    with _slots_lock:
+        sem = _slots.setdefault(L.max_concurrent, threading.BoundedSemaphore(L.max_concurrent))
+    if not sem.acquire(timeout=L.queue_seconds):
+        raise BudgetError(f"the server is busy: every compute slot ({L.max_concurrent}) stayed "
+                          f"taken for {L.queue_seconds:.0f} s; try again in a minute")
+    _held.depth = 1
+    try:
+        yield
+    finally:
+        _held.depth = 0
+        sem.release()
