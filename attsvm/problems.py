@@ -40,7 +40,8 @@ def _err(name: str, rule: str, value) -> ValueError:
 
 def _as_float_array(name: str, a, ndim: int) -> np.ndarray:
     try:
-        arr = np.asarray(a, dtype=np.float64)
+        # A copy: the Problem freezes its arrays, which must not freeze (or alias) the caller's.
+        arr = np.array(a, dtype=np.float64, copy=True)
     except (TypeError, ValueError) as exc:
         raise _err(name, "a numeric array", type(a).__name__) from exc
     if arr.ndim != ndim:
@@ -159,6 +160,9 @@ class Problem:
         # Zero queries make every logit 0 whatever W is: no SVM, no selection.
         Q, _, _ = self.query_view()
         if np.any(np.linalg.norm(Q, axis=-1) == 0):
+            if Z is None:        # self-attention: the queries are tokens of X
+                raise _err("X", "free of zero query tokens under self-attention",
+                           "a zero query token")
             raise _err("Z", "free of zero query vectors", "a zero query")
         for a in (X, Y, Z, v, V):
             if a is not None:
