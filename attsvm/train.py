@@ -7,10 +7,14 @@ with ε₀ = 2⁻⁵² and, for (K, Q), the objective L(K Qᵀ) + ε (‖K‖_F�
 Plain GD (`normalized=False`) drops the normalization.
 
 One compiled program runs a whole batch: `vmap` over runs of a `lax.scan` over records of
-a `lax.scan` over steps. The step size and the ridge are traced (a new value never
-recompiles). Sizes are zero-padded up to buckets (`bucket`); padding is exact: padded
-features are zero, padded tokens are masked out of the softmax, padded sequences carry zero
-loss weight, and padded rows/columns of W, K, Q start at 0 and receive zero gradient.
+a loop over steps. The step size, the ridge and `record_every` are traced (a new value never
+recompiles; only the number of records is part of the program). Sizes are zero-padded up to
+buckets (`bucket`); padding is exact: padded features are zero, padded tokens are masked out
+of the softmax, padded sequences carry zero loss weight, and padded rows/columns of W, K, Q
+start at 0 and receive zero gradient.
+
+Overflow (SPEC §6): a run stops at its last finite state and reports the step
+(`Trajectory.overflow_at`); its records stay finite.
 """
 from __future__ import annotations
 
@@ -52,11 +56,14 @@ def backend() -> dict:
 
 
 # -- the compiled engine ------------------------------------------------------------------
-@partial(jax.jit, static_argnames=("param", "head", "loss", "normalized", "n_records",
-                                   "record_every"))
-def _simulate(params0, data: Data, lr, ridge, *, param, head, loss, normalized, n_records,
-              record_every):
-    """Batched GD. params0 and data carry a leading run axis; returns per-run records."""
+@partial(jax.jit, static_argnames=("param", "head", "loss", "normalized", "n_records"))
+def _simulate(params0, data: Data, lr, ridge, record_every, *, param, head, loss, normalized,
+              n_records):
+    """Batched GD. params0 and data carry a leading run axis; returns per-run records.
+
+    Only the number of records is static: `record_every` (and so `steps`) is traced, like
+    `lr` and `ridge`, so a new step count with the same number of records reuses the program.
+    """
     global TRACE_COUNT
     TRACE_COUNT += 1
 
@@ -72,34 +79,51 @@ def _simulate(params0, data: Data, lr, ridge, *, param, head, loss, normalized, 
             return total, (L, s, W)
 
         vg = jax.value_and_grad(obj, has_aux=True)
-
-        def update(params, g):
-            if normalized:
-                g = jax.tree_util.tree_map(lambda a: a / (jnp.linalg.norm(a) + NORM_EPS), g)
-            return jax.tree_util.tree_map(lambda p, a: p - lr * a, params, g)
+        leaves = jax.tree_util.tree_leaves
+        tmap = jax.tree_util.tree_map
 
         def step(carry):
-            params, bad_at, k = carry
-            (total, (L, s, W)), g = vg(params)
-            gnorm = jnp.sqrt(sum(jnp.sum(a * a) for a in jax.tree_util.tree_leaves(g)))
-            new = update(params, g)
-            ok = jnp.isfinite(total) & jnp.all(jnp.array(
-                [jnp.all(jnp.isfinite(a)) for a in jax.tree_util.tree_leaves(new)]))
-            bad_at = jnp.where((bad_at < 0) & ~ok, k, bad_at)
-            keep = bad_at >= 0
-            params = jax.tree_util.tree_map(lambda a, b: jnp.where(keep, b, a), new, params)
-            return (params, bad_at, k + 1), (W, s, L, gnorm)
+            """One GD step from `params`; returns the record of the state it started from.
 
-        def chunk(carry, _):
+            Overflow: if this state's objective or gradient is not finite, the update that
+            produced it (step k − 1) broke the run: go back to the previous state, record that
+            one, and stop there. If this state is fine but its update is not (or ‖·‖² of the
+            result overflows), stop here. Either way `bad_at` is the last good step.
+            """
+            params, prev, prev_rec, bad_at, k = carry
+            (total, (L, s, W)), g = vg(params)
+            sq = [jnp.sum(a * a) for a in leaves(g)]
+            gnorm = jnp.sqrt(sum(sq))
+            if normalized:
+                g = tmap(lambda a, q: a / (jnp.sqrt(q) + NORM_EPS), g,
+                         jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(g), sq))
+            new = tmap(lambda p, a: p - lr * a, params, g)
+            rec = (W, s, L, gnorm)
+            here_ok = jnp.isfinite(total) & jnp.isfinite(gnorm)
+            next_ok = jnp.isfinite(sum(jnp.sum(a * a) for a in leaves(new)))
+            running = bad_at < 0
+            back = running & ~here_ok & (k > 0)
+            bad_at = jnp.where(running & ~here_ok, jnp.maximum(k - 1, 0),
+                               jnp.where(running & ~next_ok, k, bad_at))
+            rec_out = tmap(lambda a, b: jnp.where(back, a, b), prev_rec, rec)
+            nxt = tmap(lambda a, b, c: jnp.where(back, a, jnp.where(bad_at >= 0, b, c)),
+                       prev, params, new)
+            return (nxt, params, rec, bad_at, k + 1), rec_out
+
+        def chunk(carry, j):
             carry, rec = step(carry)                 # record the state this chunk starts from
-            carry = jax.lax.fori_loop(0, record_every - 1, lambda _, c: step(c)[0], carry)
+            # the extra last chunk only records the final state
+            todo = jnp.where(j < n_records, record_every - 1, 0)
+            carry = jax.lax.fori_loop(0, todo, lambda _, c: step(c)[0], carry)
             return carry, rec
 
-        carry0 = (params0, jnp.array(-1), jnp.array(0))
-        carry, recs = jax.lax.scan(chunk, carry0, None, length=n_records)
-        _, last = step(carry)                        # the state after all the steps
-        recs = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b[None]]), recs, last)
-        return recs, carry[0], carry[1]
+        L0, s0, W0 = jax.eval_shape(lambda p: vg(p)[0][1], params0)
+        zrec = tuple(jnp.zeros(a.shape, a.dtype) for a in (W0, s0, L0, L0))
+        carry0 = (params0, params0, zrec, jnp.array(-1), jnp.array(0))
+        carry, recs = jax.lax.scan(chunk, carry0, jnp.arange(n_records + 1))
+        bad_at = jnp.where(carry[3] >= n_records * record_every, -1, carry[3])
+        final = tmap(lambda a, b: jnp.where(bad_at >= 0, a, b), carry[0], carry[1])
+        return recs, final, bad_at
 
     return jax.vmap(one_run)(params0, data)
 
@@ -119,8 +143,9 @@ class Trajectory:
         K, Q: (d, m) final factors (param="KQ"), else None.
         final_params: W (d, d) or the pair (K, Q) after the last step: pass it as `init`
             to continue the run exactly where it stopped.
-        overflow_at: step at which an update became non-finite and GD was stopped
-            (the state before it is kept), or -1.
+        overflow_at: the last finite step, where GD was stopped because the next update
+            (or the objective at the state it led to) was not finite; that state is kept and
+            every later record repeats it. -1 if nothing overflowed.
         settings: the call's settings; backend: the JAX platform that ran it.
     """
 
@@ -376,8 +401,9 @@ def train_batch(probs, param: str = "W", steps: int = 2000, lr: float = 0.1,
 
     recs, final, bad_at = _simulate(
         params0, data, jnp.asarray(cfg["lr"], jnp.float64), jnp.asarray(cfg["ridge"], jnp.float64),
+        jnp.asarray(cfg["record_every"], jnp.int64),
         param=param, head=p0.head, loss=loss, normalized=cfg["normalized"],
-        n_records=steps // cfg["record_every"], record_every=cfg["record_every"])
+        n_records=steps // cfg["record_every"])
     Wr, S, L, G = (np.asarray(a)[:B] for a in recs)
     K_real = 1 if p0.queries == "single" else T
     W = Wr[:, :, :d, :d]
