@@ -25,6 +25,7 @@ from .problems import Problem, check_alpha, check_choice, check_float, optimal_t
 
 NORMS = ("fro", "nuc")
 SOLVER = "CLARABEL"
+SOLVERS = ("CLARABEL", "SCS")
 SOLVER_OPTS = dict(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10, tol_ktratio=1e-8,
                    max_iter=400)
 SUPPORT_TOL = 1e-6        # a constraint with margin ≤ 1 + SUPPORT_TOL is active
@@ -97,12 +98,15 @@ def _compiled(m: int, d: int, norm: str):
     return cp.Problem(obj, cons), A, w, cons[0]
 
 
-def _solve_rows(rows: np.ndarray, d: int, norm: str):
-    """Solve min ‖W‖ s.t. rows @ vec(W) ≥ 1; returns (status, W or None, duals or None)."""
+def _solve_rows(rows: np.ndarray, d: int, norm: str, solver: str = SOLVER):
+    """Solve min ‖W‖ s.t. rows @ vec(W) ≥ 1; returns (status, W or None, duals or None).
+
+    `solver` other than Clarabel runs at that solver's default settings (used only to
+    reproduce the authors' SCS-based numbers)."""
     prob, A, w, con = _compiled(rows.shape[0], d, norm)
     A.value = rows
     try:
-        prob.solve(solver=SOLVER, **SOLVER_OPTS)
+        prob.solve(solver=solver, **(SOLVER_OPTS if solver == SOLVER else {}))
     except cp.error.SolverError as exc:
         return f"solver_error: {exc}".splitlines()[0][:200], None, None
     status = prob.status
@@ -112,7 +116,7 @@ def _solve_rows(rows: np.ndarray, d: int, norm: str):
 
 
 def solve_att_svm(prob: Problem, alpha=None, norm: str = "fro", *,
-                  support_tol: float = SUPPORT_TOL) -> SvmSolution:
+                  support_tol: float = SUPPORT_TOL, solver: str = SOLVER) -> SvmSolution:
     """Solve Att-SVM_α (norm="fro") or Att-SVM*_α (norm="nuc").
 
     Args:
@@ -121,6 +125,8 @@ def solve_att_svm(prob: Problem, alpha=None, norm: str = "fro", *,
         norm: "fro" (W-parameterization) or "nuc" ((K, Q)-parameterization; with m < d the
             paper adds rank(W) ≤ m, which is not convex: compare the solution's rank with m).
         support_tol: a token is a support token when its margin is ≤ 1 + support_tol.
+        solver: "CLARABEL" (default, tight tolerances) or "SCS" at its default accuracy
+            (~1e-5; only to reproduce the authors' published numbers, PAPER.md §7).
 
     Infeasible data is a result (feasible=False with the solver's status), not an error.
     """
@@ -128,6 +134,7 @@ def solve_att_svm(prob: Problem, alpha=None, norm: str = "fro", *,
         raise ValueError(f"`prob` must be an attsvm.Problem; got {type(prob).__name__}")
     check_choice("norm", norm, NORMS)
     support_tol = check_float("support_tol", support_tol, 0.0, 1.0)
+    check_choice("solver", solver, SOLVERS)
     alpha = optimal_tokens(prob) if alpha is None else check_alpha(prob, alpha)
     rows, idx = constraint_rows(prob, alpha)
     shape = (prob.n, prob.T) if prob.queries == "single" else (prob.n, prob.T, prob.T)
@@ -141,7 +148,7 @@ def solve_att_svm(prob: Problem, alpha=None, norm: str = "fro", *,
         return SvmSolution(W=None, feasible=False, status="infeasible (a token equals the "
                            "selected one along its query)", support=np.zeros(shape, bool),
                            margins=None, duals=None, alpha=alpha, norm=norm, objective=None)
-    status, W, duals = _solve_rows(rows, prob.d, norm)
+    status, W, duals = _solve_rows(rows, prob.d, norm, solver)
     if W is None:
         return SvmSolution(W=None, feasible=False, status=status, support=np.zeros(shape, bool),
                            margins=None, duals=None, alpha=alpha, norm=norm, objective=None)

@@ -321,7 +321,7 @@ def train(prob: Problem, param: str = "W", steps: int = 2000, lr: float = 0.1,
 def train_batch(probs, param: str = "W", steps: int = 2000, lr: float = 0.1,
                 normalized: bool = True, loss: str = "logistic", init=None, seed: int = 0,
                 record_every: int = 1, *, m: int | None = None, ridge: float | None = None,
-                saturation_tol: float = SATURATION_TOL) -> Trajectory:
+                saturation_tol: float = SATURATION_TOL, devices=None) -> Trajectory:
     """Run GD on several problems of equal shape at once (one compiled, vmapped program).
 
     Args:
@@ -339,6 +339,8 @@ def train_batch(probs, param: str = "W", steps: int = 2000, lr: float = 0.1,
         m: rank of K and Q (default d).
         ridge: ε of the (K, Q) ridge; default float64 machine epsilon; 0 allowed.
         saturation_tol: threshold of `Trajectory.saturated_at`.
+        devices: the JAX devices to spread the runs over (default: all of them). One device
+            runs the whole batch there (sweeps deal fixed-size chunks to devices this way).
 
     Returns:
         A batched `Trajectory` (index it for single runs).
@@ -385,7 +387,7 @@ def train_batch(probs, param: str = "W", steps: int = 2000, lr: float = 0.1,
         params0 = (Kp, Qp)
 
     # Spread the runs over every device JAX sees (a GPU, or several).
-    devices = jax.devices()
+    devices = jax.devices() if devices is None else list(devices)
     nd = len(devices)
     Bp = -(-B // nd) * nd
     if Bp != B:
@@ -398,6 +400,9 @@ def train_batch(probs, param: str = "W", steps: int = 2000, lr: float = 0.1,
         sh = NamedSharding(Mesh(np.array(devices), ("runs",)), PartitionSpec("runs"))
         data = jax.device_put(data, sh)
         params0 = jax.device_put(params0, sh)
+    else:
+        data = jax.device_put(data, devices[0])
+        params0 = jax.device_put(params0, devices[0])
 
     recs, final, bad_at = _simulate(
         params0, data, jnp.asarray(cfg["lr"], jnp.float64), jnp.asarray(cfg["ridge"], jnp.float64),
