@@ -2,11 +2,17 @@
 
 Run with `streamlit run app.py`. Every page is one short file in pages/.
 """
+import os
 from pathlib import Path
 
-import streamlit as st
+# A shared server: JAX must not reserve most of a GPU at start (set before jax is imported).
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
-from ui import sidebar
+import streamlit as st  # noqa: E402
+
+from ui import hosted, sidebar  # noqa: E402
+
+hosted.load_secrets_mode()
 
 st.set_page_config(page_title="attsvm — Transformers as SVMs", page_icon=":material/hub:",
                    layout="wide")

@@ -61,7 +61,8 @@ def _npz(**arrays) -> bytes:
 
 
 def _csv_matrix(A: np.ndarray) -> bytes:
-    return "\n".join(",".join(repr(float(x)) for x in row) for row in np.atleast_2d(A)).encode() + b"\n"
+    rows = (",".join(repr(float(x)) for x in row) for row in np.atleast_2d(A))
+    return ("\n".join(rows) + "\n").encode()
 
 
 def _check_name(kind: str, name: str) -> str:
@@ -108,7 +109,7 @@ def _init_arrays(init, param: str, batched: bool) -> dict | None:
     return {"K": np.asarray(K, float), "Q": np.asarray(Q, float)}
 
 
-def build_bundle(*, problem: Problem, run: Trajectory | None = None,
+def build_bundle(*, problem: Problem | None, run: Trajectory | None = None,
                  solutions: Mapping[str, SvmSolution] | None = None,
                  train: Mapping | None = None, init=None,
                  settings: Mapping | None = None, charts: Mapping[str, str] | None = None,
@@ -117,7 +118,8 @@ def build_bundle(*, problem: Problem, run: Trajectory | None = None,
     """Build the export zip (module doc) and return its bytes.
 
     Args:
-        problem: the problem that was run.
+        problem: the problem that was run; None for a sweep over many generated problems
+            (then only settings, tables and charts are written, and no run or solutions).
         run: its GD trajectory (single, or a batch of runs on this problem), or None.
         solutions: name → SvmSolution (e.g. {"fro": W^mm, "nuc": W^mm_*}); names become
             file names.
@@ -132,8 +134,11 @@ def build_bundle(*, problem: Problem, run: Trajectory | None = None,
         page, url: where the result was shown; the link that restores it.
         max_records: most trajectory records exported (subsampled beyond).
     """
-    if not isinstance(problem, Problem):
-        raise ValueError(f"`problem` must be an attsvm.Problem; got {type(problem).__name__}")
+    if problem is None and (run is not None or solutions):
+        raise ValueError("`problem` must be given with a run or solutions; got None")
+    if problem is not None and not isinstance(problem, Problem):
+        raise ValueError(f"`problem` must be an attsvm.Problem or None; got "
+                         f"{type(problem).__name__}")
     if run is not None and not isinstance(run, Trajectory):
         raise ValueError(f"`run` must be an attsvm.Trajectory or None; got {type(run).__name__}")
     solutions = dict(solutions or {})
@@ -144,15 +149,17 @@ def build_bundle(*, problem: Problem, run: Trajectory | None = None,
                              f"{type(sol).__name__}")
     files: dict[str, bytes] = {}
     meta: dict = {"format": FORMAT, "attsvm_version": __version__, "page": page, "url": url,
-                  "problem": dict(n=problem.n, T=problem.T, d=problem.d,
-                                  attention=problem.attention, head=problem.head,
-                                  queries=problem.queries, query_index=problem.query_index,
-                                  lam=problem.lam, name=problem.name),
+                  "problem": None if problem is None else dict(
+                      n=problem.n, T=problem.T, d=problem.d, attention=problem.attention,
+                      head=problem.head, queries=problem.queries,
+                      query_index=problem.query_index, lam=problem.lam, name=problem.name),
                   "settings": dict(settings or {}), "train": None, "runs": None,
                   "trajectory": None, "solutions": {}, "tolerance": TOLERANCE}
 
     # -- data -------------------------------------------------------------------------------
-    if problem.queries == "single":
+    if problem is None:
+        pass
+    elif problem.queries == "single":
         files["data/problem.npz"] = _npz(**problem_arrays(problem))
         try:
             files["data/problem.csv"] = problem_to_csv(problem)
@@ -300,6 +307,8 @@ def arrays(name):
 
 
 S = json.loads(read("settings.json"))
+if S["problem"] is None:
+    sys.exit("This bundle holds a sweep's tables and charts; rerun it from its settings.json.")
 P, D = S["problem"], arrays("data/problem.npz")
 prob = attsvm.Problem(X=D["X"], Y=D["Y"], Z=D.get("Z"), v=D.get("v"), V=D.get("V"),
                       head=P["head"], lam=P["lam"], query_index=P["query_index"],
@@ -337,7 +346,8 @@ for name, s in S["solutions"].items():
 
 ok = all(err <= tol for _, err, tol in rows)
 for what, err, tol in rows:
-    print(f"{what:28s} max rel. diff {err:9.2e}  (tol {tol:.0e})  {'ok' if err <= tol else 'DIFFERS'}")
+    verdict = "ok" if err <= tol else "DIFFERS"
+    print(f"{what:28s} max rel. diff {err:9.2e}  (tol {tol:.0e})  {verdict}")
 print("reproduced: all numbers agree" if ok else "NOT reproduced")
 sys.exit(0 if ok else 1)
 '''

@@ -291,7 +291,8 @@ def _assemble(f: dict, L) -> Problem:
             continue
         a = np.asarray(f[key])
         if a.shape != shape:
-            raise _err(FIELD[key], f"of shape {shape} to match tokens {X.shape}", f"shape {a.shape}")
+            raise _err(FIELD[key], f"of shape {shape} to match tokens {X.shape}",
+                       f"shape {a.shape}")
         arrays[key] = a
     for key, a in (("X", X), *arrays.items()):
         a = a.astype(np.float64)

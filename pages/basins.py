@@ -40,7 +40,7 @@ if total > MAX_SELECTIONS:
     st.error(f"**Too many selections:** Tⁿ = {prob.T}^{prob.n} = {total:,}; this page lists at "
              f"most {MAX_SELECTIONS:,}. Lower n or T.", icon="🚫")
     st.stop()
-check_svm(total)
+check_svm(total, prob, norm)
 if prob.T == 1:
     st.info("T = 1: the only selection is the single token of each sequence; there is "
             "nothing to choose and no basin to map.")
@@ -68,7 +68,7 @@ st.caption("Token indices are 0-based, one per sequence. A locally optimal α wi
 
 # -- 2. many random starts -------------------------------------------------------------------
 st.subheader(f"2 · GD from {runs} random starts (‖W(0)‖_F = {radius:g})")
-check_gd(prob, tspec, runs=int(runs) + int(grid) ** 2)
+check_gd(prob, tspec, runs=int(runs) + int(grid) ** 2, svms=())
 with explained():
     land = cache.batch_alphas(pspec, tspec, 0, int(runs), float(radius), False)
 land["class"] = land["selection"].map(status)

@@ -2,10 +2,10 @@
 import pandas as pd
 import streamlit as st
 
-from ui import cache, charts
+from ui import cache, charts, export_ui, hosted
 from ui.sidebar import specs
 from ui.specs import ProblemSpec
-from ui.widgets import BOUND, build, check_gd, explained
+from ui.widgets import BOUND, build, check_gd, check_svm, explained
 
 D_CHOICES = [1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 30, 40, 64]
 
@@ -30,15 +30,17 @@ if not ds:
     st.stop()
 ds = sorted(ds)
 base = pspec_sb.with_(d=max(ds))
-check_gd(build(base), tspec, runs=int(runs) * len(ds))
+norm = "fro" if tspec.param == "W" else "nuc"
+check_gd(build(base), tspec, runs=int(runs) * len(ds), svms=())
+check_svm(2 * int(runs) * len(ds), build(base), norm)   # opt's SVM + GD's selection's, per run
 
 parts = []
-bar = st.progress(0.0, text="Sweeping d…")
-for j, d in enumerate(ds):
-    bar.progress(j / len(ds), text=f"d = {d}: {runs} GD runs and their SVMs…")
+for d in hosted.progress(ds, key="ovp", run_id=(pspec_sb, tspec, tuple(ds), int(runs)),
+                         text=lambda d: f"d = {d}: {runs} GD runs and their SVMs…"):
     with explained():
         parts.append(cache.overparam_cell(pspec_sb.with_(d=d), tspec, d, int(runs)))
-bar.empty()
+if not parts:
+    st.stop()
 res = pd.concat(parts)
 
 rows = []
@@ -53,9 +55,10 @@ for d, g in res.groupby("d"):
              fraction=g["opt_feasible"].fillna(False).astype(bool).mean(), runs=total),
     ]
 frac = pd.DataFrame(rows)
-st.altair_chart(charts.fraction_bars(
+bars = charts.fraction_bars(
     frac, title=f"n = {pspec_sb.n}, T = {pspec_sb.T}, {runs} problems per d, "
-                f"{tspec.steps} steps of {'normalized' if tspec.normalized else 'plain'} GD"))
+                f"{tspec.steps} steps of {'normalized' if tspec.normalized else 'plain'} GD")
+st.altair_chart(bars)
 wide = frac.pivot(index="d", columns="outcome", values="fraction").reset_index()
 st.dataframe(wide, hide_index=True, key="ovp_table",
              column_config={c: st.column_config.NumberColumn(format="%.2f")
@@ -71,3 +74,6 @@ with st.expander("Every run", key="ovp_runs_box"):
     show = res.assign(selection=res["selection"].map(lambda a: "·".join(map(str, a))),
                       opt=res["opt"].map(lambda a: "tie" if a is None else "·".join(map(str, a))))
     st.dataframe(show, hide_index=True, key="ovp_all")
+export_ui.export_button(
+    key="ovp_export", problem=None, page="Over-parameterization", specs=(pspec_sb, tspec),
+    charts={"fractions": bars}, tables={"fractions": frac, "runs": res})

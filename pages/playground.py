@@ -3,7 +3,7 @@ import numpy as np
 import streamlit as st
 
 import attsvm
-from ui import cache, charts, frames, live
+from ui import cache, charts, export_ui, frames, live
 from ui.sidebar import specs
 from ui.specs import CHUNK_RECORDS
 from ui.widgets import build, check_gd, explained, settings_caption
@@ -185,12 +185,18 @@ def live_view():
                      "(the state before it is kept). Lower the step size.")
 
     # -- charts --------------------------------------------------------------------------
+    shown = {}                                       # name -> chart, for the Export bundle
+
+    def draw(where, name, chart):
+        shown[name] = chart
+        where.altair_chart(chart)
+
     s_ref = sol[norm]
     mdf = frames.margins(prob, run["W"][j], alpha, s_ref, opt)
     bound = None
     with right:
         title = f"Normalized margins (x_iα − x_it)ᵀW z_i/‖W‖ at k = {k_shown:,}"
-        st.altair_chart(charts.margin_map(mdf, title=title, bound=bound))
+        draw(st, "margins", charts.margin_map(mdf, title=title, bound=bound))
         cap = "★ optimal token · □ GD's selection · ○ support token of the SVM for α."
         if s_ref.feasible and s_ref.objective:
             cap += (f" Support tokens' normalized margins tend to 1/‖W^mm_α‖ = "
@@ -199,34 +205,38 @@ def live_view():
     x_max = run["total"]
     c1, c2 = st.columns(2)
     sw = frames.selected_weight(steps, run["probs"], alpha)
-    c1.altair_chart(charts.curves(sw, y="weight", color="sequence", x_max=x_max,
-                                  title="Softmax weight of the selected token s_iα_i(k)",
-                                  y_title="s_iα_i", rule_x=k_shown, y_domain=(0, 1)))
-    c2.altair_chart(charts.curves(sw, y="rest", color="sequence", x_max=x_max, log_y=True,
-                                  title="Mass on the other tokens 1 − s_iα_i(k)",
-                                  y_title="1 − s_iα_i", rule_x=k_shown, hline=1e-13,
-                                  hline_label="float64 saturation 1e-13", fmt=".3g"))
+    draw(c1, "selected_weight", charts.curves(
+        sw, y="weight", color="sequence", x_max=x_max, y_domain=(0, 1), rule_x=k_shown,
+        title="Softmax weight of the selected token s_iα_i(k)", y_title="s_iα_i"))
+    draw(c2, "other_mass", charts.curves(
+        sw, y="rest", color="sequence", x_max=x_max, log_y=True,
+        title="Mass on the other tokens 1 − s_iα_i(k)", y_title="1 − s_iα_i", rule_x=k_shown,
+        hline=1e-13, hline_label="float64 saturation 1e-13", fmt=".3g"))
     refs = {"W^mm_α (Frobenius)": sol["fro"].W, "W^mm_*,α (nuclear)": sol["nuc"].W}
     cdf = frames.correlations(steps, run["W"], refs)
     c1, c2, c3 = st.columns(3)
-    c1.altair_chart(charts.curves(cdf, y="corr", color="reference", x_max=x_max,
-                                  title="corr(W(k), SVM solution)", y_title="correlation",
-                                  rule_x=k_shown))
+    draw(c1, "correlation", charts.curves(
+        cdf, y="corr", color="reference", x_max=x_max, title="corr(W(k), SVM solution)",
+        y_title="correlation", rule_x=k_shown))
     ndf = frames.per_sequence(steps, traj.norms[:, None], "norm").drop(columns="sequence")
     bound_line = None
     if tspec.normalized and tspec.param == "W":
         bound_line = float(traj.norms[0])
-    c2.altair_chart(charts.curves(ndf, y="norm", x_max=x_max, title="‖W(k)‖_F",
-                                  y_title="‖W(k)‖_F", rule_x=k_shown, hline=bound_line,
-                                  hline_label="‖W(0)‖_F"))
+    draw(c2, "norm", charts.curves(
+        ndf, y="norm", x_max=x_max, title="‖W(k)‖_F", y_title="‖W(k)‖_F", rule_x=k_shown,
+        hline=bound_line, hline_label="‖W(0)‖_F"))
     ldf = frames.per_sequence(steps, run["loss"][:, None], "loss").drop(columns="sequence")
-    c3.altair_chart(charts.curves(ldf, y="loss", x_max=x_max, title="Loss L(W(k))",
-                                  y_title="loss", rule_x=k_shown,
-                                  log_y=bool(np.all(run["loss"] > 0))))
+    draw(c3, "loss", charts.curves(
+        ldf, y="loss", x_max=x_max, title="Loss L(W(k))", y_title="loss", rule_x=k_shown,
+        log_y=bool(np.all(run["loss"] > 0))))
     if tspec.normalized and tspec.param == "W":
         st.caption(f"Normalized GD moves W by exactly η = {tspec.lr:g} per step, so "
                    "‖W(k)‖_F ≤ ‖W(0)‖_F + ηk: the norm grows linearly until the gradient "
                    "underflows.")
+    export_ui.export_button(
+        key="pg_export", problem=prob, page="Token selection", specs=(pspec, tspec),
+        charts=shown, solutions=sol, run=traj if last > 0 else None,
+        train=cache.train_kwargs(prob, tspec), init=tspec.init_for(prob))
 
 
 live_view()

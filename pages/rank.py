@@ -4,8 +4,9 @@ import pandas as pd
 import streamlit as st
 
 import attsvm
+from attsvm import limits
 from attsvm.metrics import RANK_RTOL
-from ui import cache, charts
+from ui import cache, charts, export_ui, hosted
 from ui.sidebar import specs
 from ui.widgets import BOUND, build, check_gd, check_svm, explained
 
@@ -80,13 +81,18 @@ if not ns or not ds:
     st.stop()
 cells = [(n, d) for n in sorted(ns) for d in sorted(ds)]
 check_svm(2 * len(cells) * int(inst))
-bar = st.progress(0.0, text="Solving SVMs…")
+with explained():
+    limits.check_work(sum(limits.svm_work(n=n, T=int(T), d=d, norm=nm, solves=int(inst))
+                          for n, d in cells for nm in ("fro", "nuc")),
+                      what=f"{2 * len(cells) * int(inst):,} SVM solves")
 parts = []
-for j, (n, d) in enumerate(cells):
-    bar.progress(j / len(cells), text=f"n = {n}, d = {d}: {inst} × 2 SVMs…")
+for n, d in hosted.progress(cells, key="rank", run_id=(tuple(cells), int(T), int(inst),
+                                                     pspec.attention),
+                            text=lambda c: f"n = {c[0]}, d = {c[1]}: {inst} × 2 SVMs…"):
     with explained():
         parts.append(cache.rank_cell(n, int(T), d, 0, int(inst), pspec.attention))
-bar.empty()
+if not parts:
+    st.stop()
 res = pd.concat(parts)
 rows = []
 for (n, d), g in res.groupby(["n", "d"]):
@@ -98,13 +104,17 @@ for (n, d), g in res.groupby(["n", "d"]):
                          lo=v.min() if len(v) else np.nan, hi=v.max() if len(v) else np.nan,
                          feasible=g["feasible"].mean()))
 agg = pd.DataFrame(rows)
-st.altair_chart(charts.rank_lines(agg.dropna(subset=["rank"]), x="d", group="n",
-                                  x_title="embedding dimension d",
-                                  title=f"Mean rank over feasible instances (T = {T}, "
-                                        f"{pspec.attention}-attention)"))
+lines = charts.rank_lines(agg.dropna(subset=["rank"]), x="d", group="n",
+                          x_title="embedding dimension d",
+                          title=f"Mean rank over feasible instances (T = {T}, "
+                                f"{pspec.attention}-attention)")
+st.altair_chart(lines)
 feas = agg[agg["norm"] == "W^mm (Frobenius)"].pivot(index="n", columns="d", values="feasible")
 feas.columns = [f"d = {d}" for d in feas.columns]
 st.markdown("**Fraction of feasible instances** (excluded from the means above)")
 st.dataframe(feas.reset_index(), hide_index=True, key="rank_feasible",
              column_config={c: st.column_config.NumberColumn(format="%.2f")
                             for c in feas.columns})
+export_ui.export_button(
+    key="rank_export", problem=None, page="Rank collapse", specs=(pspec, tspec),
+    charts={"svm_ranks": lines}, tables={"ranks": agg, "instances": res})

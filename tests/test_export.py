@@ -140,11 +140,21 @@ def test_a_batch_of_kq_runs_with_explicit_inits_reproduces_from_the_zip(tmp_path
     (dict(tables={"t": [1, 2]}), "DataFrame"),
     (dict(init=np.zeros((2, 2))), "needs a `run`"),
     (dict(problem="X"), "attsvm.Problem"),
+    (dict(problem=None, solutions={"fro": None}), "must be given with"),
 ])
 def test_bad_bundle_arguments_are_refused(kw, match):
     args = dict(problem=attsvm.random_problem(n=2, T=2, d=2))
     with pytest.raises(ValueError, match=match):
         export.build_bundle(**{**args, **kw})
+
+
+def test_a_sweep_bundle_holds_tables_and_charts_without_data():
+    import pandas as pd
+    data = export.build_bundle(problem=None, tables={"runs": pd.DataFrame({"d": [2, 4]})},
+                               charts={"bars": "{}"}, settings={"runs": 3})
+    files = export.read_bundle(data)
+    assert set(files) == {"settings.json", "reproduce.py", "tables/runs.csv", "charts/bars.json"}
+    assert json.loads(files["settings.json"])["problem"] is None
 
 
 def test_a_hand_built_trajectory_needs_its_gd_settings():

@@ -2,7 +2,8 @@
 with the same URL share results; every cache is bounded (`max_entries`, `ttl`).
 
 Budgets (`attsvm.limits`) are checked by the callers *before* these run (see
-`ui.widgets.check_gd`), so an oversize request never reaches a cache.
+`ui.widgets.check_gd`), so an oversize request never reaches a cache. Each computing body is
+`hosted.metered`: on a miss it holds a compute slot and is charged to the session.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import streamlit as st
 
 import attsvm
 
+from . import hosted
 from .specs import CHUNK_RECORDS, ProblemSpec, TrainSpec, record_every
 
 TTL = 3600
@@ -22,7 +24,11 @@ def _train_kwargs(prob: attsvm.Problem, t: TrainSpec) -> dict:
                 seed=t.init_seed, m=t.m_for(prob))
 
 
+train_kwargs = _train_kwargs      # public: the Export bundle records these GD settings
+
+
 @st.cache_data(max_entries=48, ttl=TTL, show_spinner="Running gradient descent…")
+@hosted.metered
 def train(pspec: ProblemSpec, tspec: TrainSpec, every: int | None = None) -> attsvm.Trajectory:
     """One GD run, recorded every `every` steps (default: ~200 records)."""
     prob = pspec.build()
@@ -31,6 +37,7 @@ def train(pspec: ProblemSpec, tspec: TrainSpec, every: int | None = None) -> att
                         **_train_kwargs(prob, tspec))
 
 
+@hosted.metered
 def advance(prob: attsvm.Problem, tspec: TrainSpec, init, records: int, every: int):
     """`records`·`every` more GD steps from `init` (None: the spec's initialization).
     Not cached: it is one session's live run. Returns a Trajectory."""
@@ -40,6 +47,7 @@ def advance(prob: attsvm.Problem, tspec: TrainSpec, init, records: int, every: i
 
 
 @st.cache_data(max_entries=32, ttl=TTL, show_spinner="Running gradient descent…")
+@hosted.metered
 def live_full(pspec: ProblemSpec, tspec: TrainSpec) -> dict:
     """The playground's whole run, built from the same chunks as live play (so Play, Step
     and this agree to the last bit). Returns the live-run record (see ui.live)."""
@@ -52,6 +60,7 @@ def live_full(pspec: ProblemSpec, tspec: TrainSpec) -> dict:
 
 
 @st.cache_data(max_entries=512, ttl=TTL, show_spinner=False)
+@hosted.metered
 def svm(pspec: ProblemSpec, alpha: tuple | None, norm: str) -> attsvm.SvmSolution:
     """Att-SVM_α (norm "fro") or Att-SVM*_α ("nuc"); alpha None means α = opt."""
     prob = pspec.build()
@@ -74,6 +83,7 @@ def classify(pspec: ProblemSpec, alpha: tuple, norm: str = "fro") -> str:
 
 
 @st.cache_data(max_entries=16, ttl=TTL, show_spinner="Solving the SVM of every selection…")
+@hosted.metered
 def selections(pspec: ProblemSpec, norm: str = "fro") -> pd.DataFrame:
     """Every selection α with its status (attsvm.locally_optimal_selections)."""
     rows = attsvm.locally_optimal_selections(pspec.build(), norm=norm)
@@ -81,6 +91,7 @@ def selections(pspec: ProblemSpec, norm: str = "fro") -> pd.DataFrame:
 
 
 @st.cache_data(max_entries=16, ttl=TTL, show_spinner="Running GD from many initializations…")
+@hosted.metered
 def batch_alphas(pspec: ProblemSpec, tspec: TrainSpec, inits_seed: int, runs: int,
                  radius: float, plane: bool) -> pd.DataFrame:
     """GD from `runs` initializations of Frobenius norm `radius` (random directions, or a
@@ -124,6 +135,7 @@ def batch_alphas(pspec: ProblemSpec, tspec: TrainSpec, inits_seed: int, runs: in
 
 
 @st.cache_data(max_entries=64, ttl=TTL, show_spinner=False)
+@hosted.metered
 def overparam_cell(base: ProblemSpec, tspec: TrainSpec, d: int, runs: int) -> pd.DataFrame:
     """Runs with data seeds base.seed … base.seed+runs−1 at dimension d: what GD reached
     and whether the global SVM is feasible. One row per run."""
@@ -147,6 +159,7 @@ def overparam_cell(base: ProblemSpec, tspec: TrainSpec, d: int, runs: int) -> pd
 
 
 @st.cache_data(max_entries=64, ttl=TTL, show_spinner=False)
+@hosted.metered
 def rank_cell(n: int, T: int, d: int, seed0: int, instances: int,
               attention: str = "cross") -> pd.DataFrame:
     """Numerical ranks (σ_k > 1e-4·σ_1) of W^mm and W^mm_* on `instances` random problems."""
@@ -165,6 +178,7 @@ def rank_cell(n: int, T: int, d: int, seed0: int, instances: int,
 
 
 @st.cache_data(max_entries=16, ttl=TTL, show_spinner="Solving the generalized SVM…")
+@hosted.metered
 def generalized(pspec: ProblemSpec, tspec: TrainSpec, threshold: float) -> dict:
     """GD + the generalized SVM (W^dir, W^fin, R) of its last iterate + the 1-token SVM."""
     prob = pspec.build()

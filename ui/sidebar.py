@@ -13,12 +13,14 @@ import attsvm
 from attsvm import limits
 
 from .specs import INIT_LABELS, INITS, ProblemSpec, TrainSpec
+from .upload_ui import upload_problem, upload_spec
 
 # Widget ranges: the active mode's caps (attsvm.limits), never above what the UI can draw.
 UI_MAX = dict(n=256, T=128, d=256, steps=200_000)
-PRESET_OPTIONS = ("random", *attsvm.PRESETS)
+PRESET_OPTIONS = ("random", *attsvm.PRESETS, "upload")
 PRESET_LABELS = {"random": "random (the paper's Gaussian instance)",
-                 **{k: f"{k}: {v[1]}" for k, v in attsvm.PRESETS.items()}}
+                 **{k: f"{k}: {v[1]}" for k, v in attsvm.PRESETS.items()},
+                 "upload": "upload: your own tokens, labels, queries and head (CSV/NPZ)"}
 HEAD_LABELS = {"linear": "linear  f = vᵀXᵀs", "relu": "relu MLP  f = 1ᵀrelu(VᵀXᵀs)",
                "quadratic": "quadratic  f = vᵀr − λ‖r‖²"}
 LOSS_LABELS = {"logistic": "logistic log(1+e⁻ᵘ)", "exponential": "exponential e⁻ᵘ",
@@ -41,6 +43,7 @@ def render() -> tuple[ProblemSpec, TrainSpec]:
         preset = st.selectbox("Data", PRESET_OPTIONS, key="preset", **q,
                               help="\n".join(f"- **{k}**: {v}" for k, v in PRESET_LABELS.items()))
         fixed = preset != "random"
+        uploaded = upload_problem(key="upload") if preset == "upload" else None
         c1, c2, c3 = st.columns(3)
         n = c1.number_input("n", 1, c["n"], 6, key="n", disabled=fixed, **q,
                             help="number of sequences")
@@ -56,7 +59,10 @@ def render() -> tuple[ProblemSpec, TrainSpec]:
                             help="\n".join(f"- **{k}**: {v}" for k, v in HEAD_LABELS.items()))
         lam = st.number_input("λ (quadratic head)", 0.0, 100.0, 0.5, step=0.1, key="lam",
                               disabled=fixed or head != "quadratic", **q)
-        if fixed:
+        if preset == "upload" and uploaded is None:
+            st.caption("Until a file is uploaded, the pages show the default random problem. "
+                       "Uploads stay in this session (not in the URL).")
+        elif fixed:
             st.caption("The preset fixes the data (n, T, d, seed, linear head).")
 
         st.subheader("Training")
@@ -79,7 +85,9 @@ def render() -> tuple[ProblemSpec, TrainSpec]:
         init_seed = st.number_input("Init seed", 0, 2**31 - 1, 0, key="init_seed", **q)
         st.caption("Every setting is in the page URL: copy it to share this exact view.")
 
-    if fixed:
+    if preset == "upload":
+        pspec = ProblemSpec() if uploaded is None else upload_spec(uploaded, attention)
+    elif fixed:
         pspec = ProblemSpec(source=preset, attention=attention)
     else:
         pspec = ProblemSpec(source="random", n=int(n), T=int(T), d=int(d), seed=int(seed),

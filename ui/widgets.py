@@ -8,6 +8,7 @@ import streamlit as st
 import attsvm
 from attsvm import limits
 
+from . import hosted
 from .specs import ProblemSpec, TrainSpec
 
 BOUND = dict(bind="query-params")
@@ -29,16 +30,29 @@ def build(pspec: ProblemSpec) -> attsvm.Problem:
         return pspec.build()
 
 
-def check_gd(prob: attsvm.Problem, tspec: TrainSpec, *, runs: int = 1, steps: int | None = None):
-    """Refuse (st.error + stop) a GD action over the active mode's budget."""
+def check_gd(prob: attsvm.Problem, tspec: TrainSpec, *, runs: int = 1, steps: int | None = None,
+             svms=("fro", "nuc")):
+    """Refuse (st.error + stop) a GD action over the active mode's budget: `runs` runs, plus
+    one SVM solve per norm in `svms` for its result (what the pages show beside GD)."""
     with explained():
-        limits.check_gd(n=prob.n, T=prob.T, d=prob.d, steps=steps or tspec.steps, runs=runs,
-                        queries=prob.queries)
+        hosted.check_session()
+        kw = dict(n=prob.n, T=prob.T, d=prob.d, queries=prob.queries)
+        work = limits.check_gd(**kw, steps=steps or tspec.steps, runs=runs, param=tspec.param,
+                               m=tspec.m_for(prob))
+        work += sum(limits.check_svm(**kw, norm=nm) for nm in svms)
+        limits.check_work(work, what=f"GD ({runs:,} run(s)) and its SVM solutions")
 
 
-def check_svm(solves: int):
+def check_svm(solves: int, prob: attsvm.Problem | None = None, norm: str = "fro"):
+    """Refuse (st.error + stop) `solves` SVM solves over budget (priced when `prob`, the
+    largest problem solved, is given)."""
     with explained():
-        limits.check_svm(solves=solves)
+        hosted.check_session()
+        if prob is None:
+            limits.check_svm(solves=solves)
+        else:
+            limits.check_svm(solves=solves, n=prob.n, T=prob.T, d=prob.d, norm=norm,
+                             queries=prob.queries)
 
 
 def page_header(title: str, claim: str):

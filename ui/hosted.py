@@ -1,0 +1,119 @@
+"""The app side of the hosted mode: compute accounting, fair slots, progress with Cancel.
+
+`attsvm.limits` holds the rules (pure Python); this module applies them inside Streamlit:
+
+- `metered` wraps the computing body of every cached call: it refuses work once the
+  session spent its compute allowance, holds one of the server's compute slots while it
+  runs, and charges the seconds to the session. On a cache hit nothing runs or is charged.
+- `progress` iterates a sweep under a progress bar with a Cancel button and the per-action
+  deadline, so long work can be stopped and keeps what it has.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+import time
+
+import streamlit as st
+
+from attsvm import limits
+
+BUDGET_KEY = "_attsvm_session_budget"
+_local = threading.local()
+
+
+def load_secrets_mode() -> None:
+    """Make a root-level ``ATTSVM_MODE = "hosted"`` in .streamlit/secrets.toml take effect:
+    Streamlit copies root-level secrets into os.environ when it parses the file."""
+    try:
+        "ATTSVM_MODE" in st.secrets  # noqa: B015 - parsing is the side effect we want
+    except Exception:  # no secrets file, or an unreadable one: the environment decides
+        pass
+
+
+def session_budget() -> limits.SessionBudget | None:
+    """This session's compute account (None outside a Streamlit session)."""
+    try:
+        ss = st.session_state
+        if BUDGET_KEY not in ss:
+            ss[BUDGET_KEY] = limits.SessionBudget()
+        return ss[BUDGET_KEY]
+    except Exception:  # no script run context (a bare import, a unit test)
+        return None
+
+
+def check_session() -> None:
+    """Raise BudgetError once this session spent its compute allowance (hosted mode)."""
+    budget = session_budget()
+    if budget is not None:
+        budget.check()
+
+
+def metered(fn):
+    """Decorate the body of a cached computation (put it under ``@st.cache_data``).
+
+    Nested metered calls (a cached function calling another) account once, at the top.
+    """
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if getattr(_local, "depth", 0):
+            return fn(*args, **kwargs)
+        budget = session_budget()
+        if budget is not None:
+            budget.check()
+        with limits.compute_slot():
+            _local.depth = 1
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _local.depth = 0
+                if budget is not None:
+                    budget.charge(time.perf_counter() - t0)
+    return wrapper
+
+
+def progress(items, *, key: str, run_id, text=lambda item: "Working…"):
+    """Yield `items` one by one under a progress bar, a Cancel button and the deadline.
+
+    Args:
+        items: a sequence (its length sets the bar).
+        key: widget-key prefix, unique on the page.
+        run_id: hashable description of this action (the settings); a cancelled action
+            stays cancelled until its settings change or the user presses "Run again".
+        text: item -> progress text.
+
+    When cancelled (now or on an earlier run with the same `run_id`), yields nothing more and
+    shows a note with a "Run again" button; when the mode's `action_seconds` pass, stops and
+    warns that the result is partial. The caller handles the items it got.
+    """
+    items = list(items)
+    ss = st.session_state
+    flag = f"_{key}_cancelled"
+    rid = hash(run_id)
+    if ss.get(flag) == rid:
+        with st.container(horizontal=True, vertical_alignment="center"):
+            st.info("Cancelled. Change a setting or run it again.", icon=":material/cancel:")
+            st.button("Run again", key=f"{key}_again", on_click=ss.pop, args=(flag, None))
+        return
+    deadline = limits.Deadline()
+    box = st.empty()
+    with box.container():
+        bar = st.progress(0.0, text=text(items[0]) if items else "")
+        st.button("Cancel", key=f"{key}_cancel", icon=":material/stop:",
+                  on_click=ss.__setitem__, args=(flag, rid),
+                  help="Stop this computation (what finished so far is kept for the next run)")
+    try:
+        for j, item in enumerate(items):
+            if j:
+                bar.progress(j / len(items), text=text(item))
+            try:
+                deadline.check()
+            except limits.Cancelled as exc:
+                st.warning(f"**Partial result:** {exc}; showing the first {j} of "
+                           f"{len(items)} steps. Ask for less to see all of it.",
+                           icon=":material/timer:")
+                return
+            yield item
+    finally:
+        box.empty()
