@@ -9,8 +9,19 @@ built at once by broadcasting (no loop over tokens). Sequence/causal problems ad
 per (sequence, query) over the tokens the query may attend to.
 
 Solver: Clarabel (interior point) with tight tolerances for both norms, so that margins
-are accurate to ~1e-9 and numerical ranks are trustworthy. The Frobenius problem reuses one
-compiled cvxpy problem per shape (the constraint matrix is a `cp.Parameter`).
+are accurate to ~1e-9 and numerical ranks are trustworthy. Both are solved through their
+duals, which are much smaller than the primal problems (m = #constraints multipliers λ ≥ 0):
+
+    Frobenius:  max_λ 1ᵀλ − ½ λᵀ(A Aᵀ)λ,  W = Σ_j λ_j A_j                          (a QP in m)
+    nuclear:    max_λ 1ᵀλ  s.t. ‖Σ_j λ_j B_j‖₂ ≤ 1, i.e. [[I, B(λ)], [B(λ)ᵀ, I]] ⪰ 0,
+
+with B_j = U_Dᵀ A_j U_Z the constraint matrices in orthonormal bases U_D of their column
+spaces (span of the differences x_iα − x_it) and U_Z of their row spaces (span of the
+queries). Restricting W to U_D M U_Zᵀ loses nothing: the constraints only see P_D W P_Z,
+and projecting does not increase any unitarily invariant norm (PAPER.md §2.6). W^mm_⋆ is
+read off the multiplier of the LMI, M = −2·Y₁₂. At (n, T, d) = (20, 16, 32) this is ~18×
+(Frobenius) and ~4× (nuclear) faster than the primal problems, with the same solutions
+(≈1e-8 and ≈1e-6 relative, the nuclear solution being only weakly unique).
 """
 from __future__ import annotations
 
@@ -42,7 +53,8 @@ class SvmSolution:
         status: the solver's status ("optimal", "infeasible", "solver_error: …", …).
         support: (n, T) bool, tokens whose constraint is active (margin ≤ 1 + tol).
         margins: (n, T) (x_{iα_i} − x_it)ᵀ W z_i (0 at α_i, NaN where masked); None if infeasible.
-        duals: (n, T) Lagrange multipliers λ_it ≥ 0 of the margin constraints, or None.
+        duals: (n, T) Lagrange multipliers λ_it of the margin constraints as the solver
+            returns them (≥ 0 up to its tolerance), or None.
         alpha: the selection solved for. norm: "fro" or "nuc". objective: ‖W‖ in that norm.
     """
 
@@ -98,15 +110,64 @@ def _compiled(m: int, d: int, norm: str):
     return cp.Problem(obj, cons), A, w, cons[0]
 
 
+def _span(M: np.ndarray, rtol: float = 1e-12) -> np.ndarray:
+    """Orthonormal basis (d, r) of the column space of M (d, k)."""
+    U, sv, _ = np.linalg.svd(M, full_matrices=False)
+    return U[:, : max(1, int(np.sum(sv > rtol * sv[0])))]
+
+
+def _dual_status(status: str) -> str:
+    """The primal's status from its dual's: an unbounded dual means an infeasible SVM."""
+    if status in (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):
+        return "infeasible" if status == cp.UNBOUNDED else "infeasible_inaccurate"
+    return status
+
+
+def _solve_dual_fro(rows: np.ndarray, d: int):
+    G = rows @ rows.T                                      # (m, m) Gram matrix ⟨A_j, A_k⟩
+    lam = cp.Variable(rows.shape[0], name="lambda")
+    prob = cp.Problem(cp.Minimize(0.5 * cp.quad_form(lam, cp.psd_wrap(G)) - cp.sum(lam)),
+                      [lam >= 0])
+    prob.solve(solver=SOLVER, **SOLVER_OPTS)
+    status = _dual_status(prob.status)
+    if status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or lam.value is None:
+        return status, None, None
+    duals = np.asarray(lam.value)
+    return status, (rows.T @ duals).reshape(d, d), duals
+
+
+def _solve_dual_nuc(rows: np.ndarray, d: int):
+    R = rows.reshape(-1, d, d)                             # (m, d, d) matrices A_j
+    UD = _span(R.transpose(1, 0, 2).reshape(d, -1))       # (d, rD) column spaces
+    UZ = _span(R.transpose(2, 0, 1).reshape(d, -1))       # (d, rZ) row spaces
+    rD, rZ = UD.shape[1], UZ.shape[1]
+    B = np.einsum("da,mde,eb->abm", UD, R, UZ).reshape(rD * rZ, -1)   # columns vec(B_j)
+    lam = cp.Variable(rows.shape[0], name="lambda")
+    Bl = cp.reshape(B @ lam, (rD, rZ), order="C")          # B(λ) = Σ_j λ_j B_j
+    S = cp.bmat([[np.eye(rD), Bl], [Bl.T, np.eye(rZ)]])
+    lmi = 0.5 * (S + S.T) >> 0
+    prob = cp.Problem(cp.Maximize(cp.sum(lam)), [lam >= 0, lmi])
+    prob.solve(solver=SOLVER, **SOLVER_OPTS)
+    status = _dual_status(prob.status)
+    if (status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or lam.value is None
+            or lmi.dual_value is None):
+        return status, None, None
+    M = -2.0 * np.asarray(lmi.dual_value)[:rD, rD:]       # the primal variable in (U_D, U_Z)
+    return status, UD @ M @ UZ.T, np.asarray(lam.value)
+
+
 def _solve_rows(rows: np.ndarray, d: int, norm: str, solver: str = SOLVER):
     """Solve min ‖W‖ s.t. rows @ vec(W) ≥ 1; returns (status, W or None, duals or None).
 
-    `solver` other than Clarabel runs at that solver's default settings (used only to
-    reproduce the authors' SCS-based numbers)."""
-    prob, A, w, con = _compiled(rows.shape[0], d, norm)
-    A.value = rows
+    Clarabel solves the duals (module doc). `solver` other than Clarabel runs the primal
+    problem at that solver's default settings (used only to reproduce the authors'
+    SCS-based numbers)."""
     try:
-        prob.solve(solver=solver, **(SOLVER_OPTS if solver == SOLVER else {}))
+        if solver == SOLVER:
+            return (_solve_dual_fro if norm == "fro" else _solve_dual_nuc)(rows, d)
+        prob, A, w, con = _compiled(rows.shape[0], d, norm)
+        A.value = rows
+        prob.solve(solver=solver)
     except cp.error.SolverError as exc:
         return f"solver_error: {exc}".splitlines()[0][:200], None, None
     status = prob.status
@@ -165,7 +226,7 @@ def solve_att_svm(prob: Problem, alpha=None, norm: str = "fro", *,
         support[np.arange(prob.n)[:, None], np.arange(prob.T)[None, :], sel] = False
     obj = (np.linalg.norm(W) if norm == "fro" else np.linalg.svd(W, compute_uv=False).sum())
     return SvmSolution(W=W, feasible=True, status=status, support=support, margins=margins,
-                       duals=_unflatten(prob, idx, np.maximum(duals, 0.0), np.nan), alpha=alpha,
+                       duals=_unflatten(prob, idx, duals, np.nan), alpha=alpha,
                        norm=norm, objective=float(obj))
 
 

