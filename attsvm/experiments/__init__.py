@@ -1,0 +1,80 @@
+"""Every experiment of the paper, reproduced (PAPER.md §4), as functions that return tidy
+pandas DataFrames and the statistic the paper reports next to ours.
+
+    result = attsvm.experiments.run("local-convergence", runs=20)   # Settings overrides
+    result.frames["curves"], result.summary["text"]
+
+`EXPERIMENTS` lists them; `settings(name, **overrides)` builds (and validates) the settings.
+Defaults are the paper's settings. Nothing here imports a UI library; the charts live in
+ui/experiment_charts.py.
+"""
+from __future__ import annotations
+
+import time
+
+from ..train import backend as _backend
+from . import (geometry, local_convergence, multi_token, overparameterization,
+               regularization_path, sequence_causal, svm_rank)
+from .core import Progress, Result, no_progress
+
+_MODULES = {
+    "geometry-1": geometry, "geometry-2": geometry,
+    local_convergence.NAME: local_convergence,
+    multi_token.NAME: multi_token,
+    svm_rank.NAME: svm_rank,
+    overparameterization.NAME: overparameterization,
+    regularization_path.NAME: regularization_path,
+    sequence_causal.NAME: sequence_causal,
+}
+EXPERIMENTS = tuple(_MODULES)
+
+
+def _module(name: str):
+    if name not in _MODULES:
+        raise ValueError(f"`name` must be one of {list(EXPERIMENTS)}; got {name!r}")
+    return _MODULES[name]
+
+
+def title(name: str) -> str:
+    """A one-line title of the experiment."""
+    return _module(name).TITLE
+
+
+def paper_statistic(name: str) -> str:
+    """The paper's reference statistic for the experiment, as text."""
+    m = _module(name)
+    return m.PAPER[name] if isinstance(m.PAPER, dict) else m.PAPER
+
+
+def notes(name: str) -> tuple:
+    """Where the authors' code differs from attsvm, for this experiment."""
+    return getattr(_module(name), "NOTES", ())
+
+
+def settings(name: str, **overrides):
+    """The experiment's Settings: the paper's defaults, with `overrides` (validated)."""
+    m = _module(name)
+    if m is geometry:
+        overrides.setdefault("preset", name)
+        if overrides["preset"] != name:
+            raise ValueError(f"`preset` must be {name!r} for experiment {name!r}; got {overrides['preset']!r}")
+    fields = set(m.Settings.__dataclass_fields__)
+    bad = sorted(set(overrides) - fields)
+    if bad:
+        raise ValueError(f"`{bad[0]}` must be one of the settings of {name!r} {sorted(fields)}; "
+                         f"got {bad[0]}={overrides[bad[0]]!r}")
+    return m.Settings(**overrides)
+
+
+def run(name: str, settings_=None, *, progress: Progress = no_progress, **overrides) -> Result:
+    """Run experiment `name` with `settings_` (or the defaults with `overrides`)."""
+    m = _module(name)
+    s = settings_ if settings_ is not None else settings(name, **overrides)
+    t0 = time.perf_counter()
+    res = m.run(s, progress=progress)
+    progress(1.0, "done")
+    return Result(name=name, frames=res.frames, summary=res.summary, settings=res.settings,
+                  notes=res.notes, seconds=time.perf_counter() - t0, backend=_backend())
+
+
+__all__ = ["EXPERIMENTS", "Result", "run", "settings", "title", "paper_statistic", "notes"]

@@ -1,0 +1,163 @@
+"""What every experiment shares: its result record, progress reporting, settings checks and
+the device sweep that runs many GD problems in fixed-size chunks.
+
+Sweeps and devices: runs are cut into chunks of a fixed size (`chunk_size`, which depends on
+the batch size and the platform, never on how many devices there are) and the chunks are
+dealt round-robin to every device JAX sees, one thread per device. The compiled program
+for a chunk is then the same whether one device runs all chunks or four run a quarter each,
+so the numbers are bit-identical across device counts (XLA's SPMD partitioner does not
+promise that: it re-optimizes the program, and GD amplifies the last-bit differences).
+"""
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Iterator
+
+import numpy as np
+import pandas as pd
+
+from .. import limits
+from ..model import jax
+from ..problems import Problem, check_int
+from ..train import Trajectory, default_init, train_batch
+
+Progress = Callable[[float, str], None]
+CPU_CHUNK = 256        # runs per compiled call on CPU (fits the caches; measured best)
+ACCEL_CHUNK = 8192     # … on a GPU/TPU
+
+
+def no_progress(frac: float, text: str) -> None:
+    """The default progress callback: does nothing."""
+
+
+@dataclass(frozen=True)
+class Result:
+    """What an experiment returns.
+
+    Attributes:
+        name: the experiment's registry name ("local-convergence", …).
+        frames: tidy DataFrames by name (one row per observation).
+        summary: the statistics the paper reports, ours next to the paper's, plus "text" (a
+            one-line summary) and "paper" (the paper's reference statistic, as text).
+        settings: the settings used (plain values).
+        notes: remarks (where the authors' own code differs, numerical caveats).
+        seconds: wall-clock time of the run.
+    """
+
+    name: str
+    frames: dict
+    summary: dict
+    settings: dict
+    notes: tuple = ()
+    seconds: float = 0.0
+    backend: dict = field(default_factory=dict)
+
+
+def settings_dict(s) -> dict:
+    """Settings as JSON-ready plain values (tuples become lists)."""
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(s).items()}
+
+
+def check_grid(name: str, values, lo: int, hi: int) -> tuple:
+    """A non-empty tuple of distinct integers in [lo, hi], sorted."""
+    try:
+        vals = tuple(sorted({check_int(name, v, lo, hi) for v in values}))
+    except TypeError as exc:
+        raise ValueError(f"`{name}` must be a list of integers in [{lo}, {hi}]; got {values!r}") from exc
+    if not vals:
+        raise ValueError(f"`{name}` must be a non-empty list of integers in [{lo}, {hi}]; got {values!r}")
+    return vals
+
+
+def check_budget(*, n: int, T: int, d: int, steps: int, runs: int, queries: str = "single"):
+    """The active mode's work budget (attsvm.limits) for one GD sweep."""
+    limits.check_gd(n=n, T=T, d=d, steps=steps, runs=runs, queries=queries)
+
+
+# -- the device sweep ---------------------------------------------------------------------------
+def chunk_size(B: int) -> int:
+    """Runs per compiled call: a function of the batch and platform only."""
+    cap = CPU_CHUNK if jax.default_backend() == "cpu" else ACCEL_CHUNK
+    return max(1, min(cap, B))
+
+
+def sweep(probs: list[Problem], *, param: str = "W", seed: int = 0, indices=None,
+          progress: Progress = no_progress, chunk: int | None = None,
+          **train_kw) -> Iterator[tuple[np.ndarray, Trajectory]]:
+    """Run GD on many problems of one shape; yield (positions, batched Trajectory) per chunk,
+    in order. Problem b starts from `default_init(…, seed=seed, index=indices[b])` (default
+    index b), so its numbers depend neither on the chunking nor on the device count.
+
+    train_kw: steps, lr, normalized, loss, record_every, m, ridge (see `attsvm.train_batch`).
+    """
+    B = len(probs)
+    if B == 0:
+        return
+    C = chunk or chunk_size(B)
+    m = train_kw.get("m")
+    indices = range(B) if indices is None else indices
+    inits = [default_init(p, param, seed=seed, m=m, index=int(i)) for p, i in zip(probs, indices)]
+    starts = list(range(0, B, C))
+    devices = jax.devices()
+
+    def job(k):
+        lo = starts[k]
+        hi = min(lo + C, B)
+        ps, ins = list(probs[lo:hi]), list(inits[lo:hi])
+        pad = C - len(ps)                       # same shape for every chunk: one compile
+        ps += [ps[-1]] * pad
+        ins += [ins[-1]] * pad
+        tr = train_batch(ps, param=param, seed=seed, init=ins, devices=[devices[k % len(devices)]],
+                         **train_kw)
+        return np.arange(lo, hi), _slice(tr, hi - lo)
+
+    with ThreadPoolExecutor(max_workers=len(devices)) as pool:
+        done = 0
+        for idx, tr in pool.map(job, range(len(starts))):
+            done += len(idx)
+            progress(done / B, f"gradient descent: {done}/{B} runs")
+            yield idx, tr
+
+
+def _slice(tr: Trajectory, n: int) -> Trajectory:
+    """The first n runs of a batched Trajectory (drops chunk padding)."""
+    if len(tr) == n:
+        return tr
+    return Trajectory(W=tr.W[:n], probs=tr.probs[:n], loss=tr.loss[:n],
+                      grad_norm=tr.grad_norm[:n], steps=tr.steps,
+                      K=None if tr.K is None else tr.K[:n], Q=None if tr.Q is None else tr.Q[:n],
+                      overflow_at=tr.overflow_at[:n], settings=tr.settings, backend=tr.backend,
+                      batched=True)
+
+
+def train_all(probs, **kw) -> dict:
+    """`sweep` gathered into arrays: W (B, k, d, d), probs (B, k, …), steps (k,),
+    overflow_at (B,)."""
+    parts = list(sweep(probs, **kw))
+    return dict(W=np.concatenate([t.W for _, t in parts]),
+                probs=np.concatenate([t.probs for _, t in parts]),
+                steps=parts[0][1].steps,
+                overflow_at=np.concatenate([t.overflow_at for _, t in parts]))
+
+
+# -- statistics ----------------------------------------------------------------------------
+def mean_std(df: pd.DataFrame, by: list, value: str) -> pd.DataFrame:
+    """Mean, std and count of `value` grouped by `by` (tidy)."""
+    g = df.groupby(by, sort=True)[value]
+    out = g.agg(["mean", "std", "count"]).reset_index()
+    out["std"] = out["std"].fillna(0.0)
+    return out
+
+
+def at_steps(df: pd.DataFrame, steps, col: str = "step") -> pd.DataFrame:
+    """Rows whose step is in `steps` (those present)."""
+    return df[df[col].isin(list(steps))]
+
+
+def fmt(x, digits: int = 3) -> str:
+    """A number for a summary line."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "n/a"
+    return f"{x:.{digits}g}"

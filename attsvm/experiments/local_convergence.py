@@ -1,0 +1,163 @@
+"""E2, local convergence (PAPER.md §4 E2, `local_converge.ipynb`).
+
+For runs r = 0 … R−1: data seed r (n=6, T=8, d=10 cross-attention), the default init
+(PyTorch's U(−1/√d, 1/√d)), 2000 steps of normalized GD (η = 0.1) for W and for (K, Q).
+α_r = argmax_t of the final softmax; then W^mm_α (Frobenius) and W^mm_*,α (nuclear) for
+that α, and per iteration k:
+
+    softmax(k) = mean_i max_t s_it(W(k)),   corr(W(k), W^mm_α),   corr(W(k), W^mm_*,α)
+
+reported as mean ± std over runs, per parameterization (PAPER.md §6 fact 8).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..metrics import correlation
+from ..problems import check_float, check_int, random_problem, token_scores
+from . import fastsvm
+from .core import Progress, Result, check_budget, fmt, mean_std, no_progress, settings_dict, train_all
+
+NAME = "local-convergence"
+TITLE = "Local convergence: softmax and correlation with W^mm_α / W^mm_*,α"
+PAPER = ("official code, 100 runs: softmax 0.961 (W, step 200) / 0.9985 ((K,Q), step 100); "
+         "at step 1000 corr(W-GD, W^mm_α) 0.987, corr(W-GD, W^mm_*,α) 0.856, "
+         "corr((K,Q)-GD, W^mm_*,α) 0.995, corr((K,Q)-GD, W^mm_α) 0.853; "
+         "71 % (W) / 72 % ((K,Q)) of runs end at α = opt")
+NOTES = ("The authors' saved correlation figure labels its two curves 'W' and '(K,Q)', but both "
+         "are correlations of one parameterization's iterate, with W^mm_α and with W^mm_*,α "
+         "(PAPER.md §7, pitfall 3). Here every curve is named by the SVM it is compared with.",)
+# the official code's numbers (PAPER.md §4 E2 table): (param, measure) -> {step: value}
+REFERENCE = {
+    ("W", "softmax"): {0: 0.160, 50: 0.430, 100: 0.733, 200: 0.961, 300: 0.994, 500: 0.9997,
+                       1000: 1.000},
+    ("KQ", "softmax"): {0: 0.145, 50: 0.860, 100: 0.9985, 200: 1.0, 300: 1.0, 500: 1.0,
+                        1000: 1.0},
+    ("W", "corr_fro"): {0: 0.032, 100: 0.738, 200: 0.878, 500: 0.966, 1000: 0.987, 2000: 0.995},
+    ("W", "corr_nuc"): {0: 0.037, 100: 0.689, 200: 0.793, 500: 0.848, 1000: 0.856, 2000: 0.860},
+    ("KQ", "corr_fro"): {0: 0.045, 100: 0.761, 200: 0.820, 500: 0.846, 1000: 0.853, 2000: 0.851},
+    ("KQ", "corr_nuc"): {0: 0.050, 100: 0.849, 200: 0.937, 500: 0.980, 1000: 0.995, 2000: 0.997},
+}
+REFERENCE_GLOBAL = {"W": 0.71, "KQ": 0.72}
+MEASURES = {"softmax": "softmax of the selected token", "corr_fro": "corr with W^mm_α (Frobenius)",
+            "corr_nuc": "corr with W^mm_*,α (nuclear)"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """n, T, d: problem size; runs: data seeds data_seed … data_seed + runs − 1; steps, lr:
+    normalized GD; record_every: curve resolution; params: which parameterizations;
+    seed: the default-initialization seed."""
+
+    n: int = 6
+    T: int = 8
+    d: int = 10
+    runs: int = 100
+    steps: int = 2000
+    lr: float = 0.1
+    record_every: int = 10
+    params: tuple = ("W", "KQ")
+    data_seed: int = 0
+    seed: int = 0
+
+    def __post_init__(self):
+        check_int("n", self.n, 1, 64)
+        check_int("T", self.T, 2, 64)
+        check_int("d", self.d, 1, 128)
+        check_int("runs", self.runs, 1, 5000)
+        check_int("steps", self.steps, 1, 100_000)
+        check_float("lr", self.lr, 0.0, 10.0, lo_open=True)
+        check_int("record_every", self.record_every, 1, self.steps)
+        if self.steps % self.record_every:
+            raise ValueError(f"`record_every` must divide `steps` ({self.steps}); got {self.record_every}")
+        params = tuple(self.params)
+        if not params or any(p not in ("W", "KQ") for p in params) or len(set(params)) != len(params):
+            raise ValueError(f"`params` must be a non-empty subset of ['W', 'KQ']; got {self.params!r}")
+        object.__setattr__(self, "params", params)
+        check_int("data_seed", self.data_seed, 0, 2**31)
+        check_int("seed", self.seed, 0, 2**31)
+
+
+def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
+    check_budget(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=s.runs * len(s.params))
+    probs = [random_problem(s.n, s.T, s.d, seed=s.data_seed + r) for r in range(s.runs)]
+    opt = np.stack([token_scores(p).argmax(-1) for p in probs])            # (R, n)
+    trajs, share = {}, 0.8 / len(s.params)
+    for j, param in enumerate(s.params):
+        sub = lambda f, t, j=j: progress(share * (j + f), f"{param}: {t}")  # noqa: E731
+        trajs[param] = train_all(probs, param=param, steps=s.steps, lr=s.lr,
+                                 record_every=s.record_every, seed=s.seed, progress=sub)
+    # SVMs for each distinct (run, α): both parameterizations usually share most of them
+    alphas = {p: trajs[p]["probs"][:, -1].argmax(-1) for p in s.params}  # (R, n)
+    keys = sorted({(r, tuple(alphas[p][r])) for p in s.params for r in range(s.runs)})
+    progress(0.82, f"SVMs: {len(keys)} selections × 2 norms")
+    sols = {norm: fastsvm.solve_many([probs[r] for r, _ in keys], [np.array(a) for _, a in keys],
+                                     norm) for norm in ("fro", "nuc")}
+    W_svm = {norm: dict(zip(keys, sols[norm]["W"])) for norm in sols}
+    progress(0.95, "statistics")
+    curves, runs_rows = [], []
+    for param in s.params:
+        tr = trajs[param]
+        steps = tr["steps"]
+        sel = tr["probs"].max(-1).mean(-1)                                    # (R, k)
+        for r in range(s.runs):
+            key = (r, tuple(alphas[param][r]))
+            row = dict(param=param, run=r, data_seed=s.data_seed + r,
+                       alpha=" ".join(map(str, key[1])),
+                       is_global=bool(np.array_equal(alphas[param][r], opt[r])))
+            per = {"softmax": sel[r]}
+            for norm in ("fro", "nuc"):
+                Wm = W_svm[norm][key]
+                c = correlation(tr["W"][r], Wm) if Wm is not None else np.full(len(steps), np.nan)
+                per[f"corr_{norm}"] = c
+                row[f"feasible_{norm}"] = Wm is not None
+                row[f"final_corr_{norm}"] = float(c[-1])
+            row["final_softmax"] = float(sel[r, -1])
+            row["final_norm"] = float(np.linalg.norm(tr["W"][r, -1]))
+            runs_rows.append(row)
+            for measure, vals in per.items():
+                curves.append(pd.DataFrame(dict(param=param, run=r, step=steps, measure=measure,
+                                                value=vals)))
+    long = pd.concat(curves, ignore_index=True)
+    curve = mean_std(long.dropna(subset=["value"]), ["param", "measure", "step"], "value")
+    runs_df = pd.DataFrame(runs_rows)
+    summary = _summary(s, curve, runs_df)
+    return Result(name=NAME, frames={"curves": curve, "runs": runs_df}, summary=summary,
+                  settings=settings_dict(s), notes=NOTES)
+
+
+def _value(curve, param, measure, step):
+    row = curve[(curve.param == param) & (curve.measure == measure) & (curve.step == step)]
+    return (float(row["mean"].iloc[0]), float(row["std"].iloc[0])) if len(row) else (np.nan, np.nan)
+
+
+def _summary(s: Settings, curve, runs_df) -> dict:
+    out = {"paper": PAPER, "rows": []}
+    steps = sorted(curve.step.unique())
+    for (param, measure), ref in REFERENCE.items():
+        if param not in s.params:
+            continue
+        for step, paper in ref.items():
+            if step in steps:
+                mean, std = _value(curve, param, measure, step)
+                out["rows"].append(dict(param=param, measure=measure, step=step, ours=mean,
+                                        ours_std=std, paper=paper))
+    frac = runs_df.groupby("param")["is_global"].mean().to_dict()
+    out["fraction_global"] = {p: float(v) for p, v in frac.items()}
+    out["paper_fraction_global"] = {p: REFERENCE_GLOBAL[p] for p in s.params}
+    last = max(st for st in steps if st <= 1000) if any(st <= 1000 for st in steps) else steps[-1]
+    parts = []
+    for param in s.params:
+        own, other = ("corr_fro", "corr_nuc") if param == "W" else ("corr_nuc", "corr_fro")
+        a, b = _value(curve, param, own, last)[0], _value(curve, param, other, last)[0]
+        ra, rb = REFERENCE.get((param, own), {}).get(last), REFERENCE.get((param, other), {}).get(last)
+        svm_own = "W^mm_α" if param == "W" else "W^mm_*,α"
+        svm_other = "W^mm_*,α" if param == "W" else "W^mm_α"
+        parts.append(f"{param}-GD step {last}: corr {svm_own} {fmt(a, 4)} (paper {fmt(ra, 4)}), "
+                     f"{svm_other} {fmt(b, 3)} (paper {fmt(rb, 3)}); α=opt in "
+                     f"{100 * frac.get(param, np.nan):.0f} % (paper {100 * REFERENCE_GLOBAL[param]:.0f} %)")
+    out["text"] = "; ".join(parts)
+    return out
