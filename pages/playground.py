@@ -62,6 +62,7 @@ def _play():
 
 def _pause():
     ss.pg_playing = False
+    ss.iter = int(ss.pg_run["steps"][-1])
 
 
 def _step():
@@ -105,23 +106,29 @@ def live_view():
         if not run["done"]:
             with explained():
                 live.step_run(run, prob, tspec, CHUNK_RECORDS)
-            ss.iter = int(run["steps"][-1])
         if run["done"]:
             ss.pg_playing = False
+            ss.iter = int(run["steps"][-1])
     if playing and not ss.get("pg_playing"):
         st.rerun(scope="app")          # stop the timer, swap Pause for Play
     steps = run["steps"]
     last = int(steps[-1])
     st.markdown(f"**Iteration {last:,} of {run['total']:,}** "
-                f"{'· running…' if ss.get('pg_playing') else ''}")
-    if last > 0:
-        ss.iter = int(min(max(0, ss.get("iter", last)), last))
-        st.slider("Timeline: iteration shown", 0, last, step=run["every"], key="iter",
-                  bind="query-params", on_change=_pause,
-                  help="Drag to scrub back to any recorded iteration (pauses play).")
-    j = int(np.searchsorted(steps, ss.get("iter", last) if last > 0 else 0))
-    j = min(j, len(steps) - 1)
-    k_shown = int(steps[j])
+                f"{'· running…' if playing else ''}")
+    if playing:
+        # No timeline while playing: the server would move a widget the browser also owns.
+        st.progress(last / run["total"], text="GD running — press Pause to scrub")
+        k_shown = last
+    else:
+        if last > 0:
+            it = ss.get("iter", last)
+            ss.iter = int(min(max(0, it - it % run["every"]), last))
+            st.slider("Timeline: iteration shown", 0, last, step=run["every"], key="iter",
+                      bind="query-params",
+                      help="Drag to scrub back to any recorded iteration.")
+        j = int(np.searchsorted(steps, ss.get("iter", last) if last > 0 else 0))
+        k_shown = int(steps[min(j, len(steps) - 1)])
+    j = int(np.searchsorted(steps, k_shown))
     traj = live.as_trajectory(run)
     alpha = run["probs"][-1].argmax(-1)                                  # GD's selection now
     norm = "fro" if tspec.param == "W" else "nuc"
