@@ -156,6 +156,21 @@ def at_steps(df: pd.DataFrame, steps, col: str = "step") -> pd.DataFrame:
     return df[df[col].isin(list(steps))]
 
 
+def jsonable(x):
+    """Plain JSON values (NaN/inf become null, numpy scalars Python ones)."""
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, (np.floating, float)):
+        return None if not math.isfinite(float(x)) else float(x)
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.bool_):
+        return bool(x)
+    return x
+
+
 def fmt(x, digits: int = 3) -> str:
     """A number for a summary line."""
     if x is None or (isinstance(x, float) and not math.isfinite(x)):

@@ -1,0 +1,169 @@
+"""Command line: reproduce the paper's experiments.
+
+    python -m attsvm list
+    python -m attsvm reproduce NAME [--runs N] [--seed S] [--out DIR] [--set key=value ...]
+    python -m attsvm reproduce all  [--out DIR]
+
+Each experiment writes DIR/NAME/: one CSV per table, settings.json (settings, attsvm
+version, backend, time, the summary with the paper's statistic next to ours) and chart.html
+(plus chart.png when vl-convert-python is installed). A progress bar goes to stderr, one
+summary line per experiment to stdout.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib
+import json
+import sys
+import time
+from pathlib import Path
+
+
+from . import __version__, experiments
+from .experiments.core import jsonable
+
+
+def _parse_value(text: str):
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _overrides(args, name: str) -> dict:
+    fields = experiments.settings(name).__dataclass_fields__
+    out = {}
+    for key in ("runs", "seed", "steps"):
+        value = getattr(args, key)
+        if value is not None and key in fields:
+            out[key] = value
+    for item in args.set or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"`--set` must be key=value; got {item!r}")
+        if key.strip() in fields:
+            out[key.strip()] = _parse_value(value.strip())
+        elif args.name != "all":
+            raise ValueError(f"`--set {key}` must name a setting of {name!r} {sorted(fields)}; got {key!r}")
+    return out
+
+
+class Bar:
+    """A one-line text progress bar on stderr."""
+
+    def __init__(self, name: str, stream=sys.stderr, width: int = 28):
+        self.name, self.stream, self.width, self.t0 = name, stream, width, time.perf_counter()
+        self.last = -1.0
+
+    def __call__(self, frac: float, text: str) -> None:
+        frac = min(max(frac, 0.0), 1.0)
+        now = time.perf_counter()
+        if frac < 1.0 and now - self.last < 0.1:
+            return
+        self.last = now
+        full = int(round(frac * self.width))
+        line = (f"\r{self.name:<22} [{'#' * full}{'.' * (self.width - full)}] {100 * frac:5.1f}% "
+                f"{now - self.t0:6.1f}s  {text[:60]:<60}")
+        self.stream.write(line)
+        if frac >= 1.0:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def chart_module():
+    """ui/experiment_charts.py beside the package (Altair lives outside the library), or None."""
+    root = str(Path(__file__).resolve().parent.parent)
+    if root not in sys.path:
+        sys.path.append(root)
+    try:
+        return importlib.import_module("ui.experiment_charts")
+    except ImportError:
+        return None
+
+
+def write_result(res, out: Path, *, charts: bool = True, png: bool = True) -> list[Path]:
+    """Write a result's CSVs, settings.json and chart; returns the files written."""
+    out.mkdir(parents=True, exist_ok=True)
+    files = []
+    for key, df in res.frames.items():
+        path = out / f"{key}.csv"
+        df.to_csv(path, index=False)
+        files.append(path)
+    meta = dict(experiment=res.name, attsvm_version=__version__, settings=res.settings,
+                seconds=res.seconds, backend=res.backend, summary=res.summary,
+                notes=list(res.notes), title=experiments.title(res.name))
+    path = out / "settings.json"
+    path.write_text(json.dumps(jsonable(meta), indent=2, ensure_ascii=False))
+    files.append(path)
+    mod = chart_module() if charts else None
+    if mod is not None:
+        ch = mod.chart(res)
+        path = out / "chart.html"
+        ch.save(str(path))
+        files.append(path)
+        if png:
+            try:
+                import vl_convert  # noqa: F401  (optional: PNG export)
+            except ImportError:
+                pass
+            else:
+                path = out / "chart.png"
+                ch.save(str(path), scale_factor=1.5)
+                files.append(path)
+    elif charts:
+        print("note: ui/experiment_charts.py not found beside attsvm/; charts skipped",
+              file=sys.stderr)
+    return files
+
+
+def reproduce(args) -> int:
+    names = list(experiments.EXPERIMENTS) if args.name == "all" else [args.name]
+    if args.name != "all" and args.name not in experiments.EXPERIMENTS:
+        raise ValueError(f"`NAME` must be one of {list(experiments.EXPERIMENTS) + ['all']}; "
+                         f"got {args.name!r}")
+    plans = [(name, experiments.settings(name, **_overrides(args, name))) for name in names]
+    t0 = time.perf_counter()
+    for name, s in plans:
+        bar = Bar(name) if not args.quiet else (lambda f, t: None)
+        res = experiments.run(name, s, progress=bar)
+        write_result(res, Path(args.out) / name, charts=not args.no_chart, png=not args.no_png)
+        print(f"{name} ({res.seconds:.1f} s): {res.summary['text']}")
+        print(f"  paper: {experiments.paper_statistic(name)}")
+        for note in res.notes:
+            print(f"  note: {note}")
+    if len(plans) > 1:
+        print(f"all {len(plans)} experiments in {time.perf_counter() - t0:.1f} s; files in {args.out}/")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m attsvm",
+                                     description="Reproduce 'Transformers as Support Vector Machines'.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="list the experiments")
+    rp = sub.add_parser("reproduce", help="run an experiment (or all) and write its files")
+    rp.add_argument("name", help="experiment name, or 'all'")
+    rp.add_argument("--runs", type=int, help="runs (per cell / per d) where the experiment has them")
+    rp.add_argument("--seed", type=int, help="the initialization / data seed")
+    rp.add_argument("--steps", type=int, help="GD steps where the experiment has them")
+    rp.add_argument("--set", action="append", metavar="KEY=VALUE",
+                    help="any other setting, e.g. --set ds='(4, 6)' --set style=published")
+    rp.add_argument("--out", default="reproduce-out", help="output folder (default reproduce-out)")
+    rp.add_argument("--no-chart", action="store_true", help="skip the chart files")
+    rp.add_argument("--no-png", action="store_true", help="skip chart.png even if vl-convert is installed")
+    rp.add_argument("--quiet", action="store_true", help="no progress bar")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "list":
+            for name in experiments.EXPERIMENTS:
+                print(f"{name:<22} {experiments.title(name)}")
+            return 0
+        return reproduce(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

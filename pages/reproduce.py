@@ -1,0 +1,121 @@
+"""Reproduce the paper: one card per experiment, the paper's settings as the preset, a Run
+button with progress, the chart, our statistic next to the paper's, and downloads."""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import io
+import json
+import zipfile
+
+import streamlit as st
+
+import attsvm
+from attsvm import experiments, limits
+from attsvm.experiments.core import jsonable
+from ui import experiment_charts
+
+TTL = 3600
+HIDDEN = {"preset"}                       # fixed by the card
+
+
+@st.cache_data(max_entries=16, ttl=TTL, show_spinner=False)
+def run_experiment(name: str, overrides_json: str) -> experiments.Result:
+    """One experiment run (cached by name and settings; the progress bar is replayed)."""
+    bar = st.progress(0.0, text="starting…")
+    res = experiments.run(name, **json.loads(overrides_json),
+                          progress=lambda f, t: bar.progress(min(max(f, 0.0), 1.0), text=t))
+    bar.progress(1.0, text=f"done in {res.seconds:.1f} s")
+    return res
+
+
+def _widget(name: str, field: str, default):
+    """An input for one setting; returns its value (tuples typed as Python literals)."""
+    key = f"repro-{name}-{field}"
+    if isinstance(default, bool):
+        return st.checkbox(field, value=default, key=key)
+    if isinstance(default, int):
+        return int(st.number_input(field, value=default, step=1, key=key))
+    if isinstance(default, float):
+        return float(st.number_input(field, value=default, format="%g", key=key))
+    if field == "style":
+        return st.selectbox(field, ["accurate", "published"], index=0, key=key)
+    if isinstance(default, str):
+        return st.text_input(field, value=default, key=key)
+    text = st.text_input(field, value=repr(default), key=key,
+                         help="a Python literal, e.g. (4, 6, 8) or ('W', 'KQ')")
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        raise ValueError(f"`{field}` must be a Python literal like {default!r}; got {text!r}") from None
+
+
+def _downloads(name: str, res: experiments.Result, chart):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for key, df in res.frames.items():
+            z.writestr(f"{name}/{key}.csv", df.to_csv(index=False))
+    meta = dict(experiment=name, attsvm_version=attsvm.__version__, settings=res.settings,
+                seconds=res.seconds, backend=res.backend, summary=res.summary, notes=list(res.notes))
+    c1, c2, c3 = st.columns(3)
+    c1.download_button("Data (CSV, zip)", buf.getvalue(), f"{name}-data.zip", "application/zip",
+                       key=f"repro-{name}-dl-csv")
+    c2.download_button("Settings + summary (JSON)", json.dumps(jsonable(meta), indent=2,
+                                                               ensure_ascii=False),
+                       f"{name}-settings.json", "application/json", key=f"repro-{name}-dl-json")
+    html = io.StringIO()
+    chart.save(html, format="html")
+    c3.download_button("Chart (HTML)", html.getvalue(), f"{name}-chart.html", "text/html",
+                       key=f"repro-{name}-dl-html")
+
+
+def card(name: str):
+    defaults = experiments.settings(name)
+    with st.container(border=True):
+        st.subheader(f"{name} — {experiments.title(name)}")
+        st.caption(f"**Paper:** {experiments.paper_statistic(name)}")
+        for note in experiments.notes(name):
+            st.warning(f"**attsvm differs from the authors' code here:** {note}",
+                       icon=":material/rule:")
+        overrides = {}
+        with st.expander("Settings (the paper's by default)"):
+            try:
+                cols = st.columns(3)
+                fields = [f for f in dataclasses.fields(defaults) if f.name not in HIDDEN]
+                for j, f in enumerate(fields):
+                    with cols[j % 3]:
+                        value = _widget(name, f.name, getattr(defaults, f.name))
+                    if value != getattr(defaults, f.name):
+                        overrides[f.name] = value
+                experiments.settings(name, **overrides)       # validate now
+            except ValueError as exc:
+                st.error(f"**Cannot run this:** {exc}", icon="🚫")
+                return
+        last = f"repro-{name}-last"
+        if st.button("Run", key=f"repro-{name}-run", type="primary"):
+            st.session_state[last] = json.dumps(overrides, sort_keys=True)
+        if last not in st.session_state:
+            st.caption(f"Budget mode: {limits.mode()}. Click Run to reproduce with these settings.")
+            return
+        try:
+            res = run_experiment(name, st.session_state[last])
+        except ValueError as exc:            # settings over the budget, infeasible data, …
+            st.error(f"**Cannot run this:** {exc}", icon="🚫")
+            return
+        st.success(f"**Ours ({res.seconds:.1f} s):** {res.summary['text']}")
+        chart = experiment_charts.chart(res)
+        st.altair_chart(chart)
+        rows = res.summary.get("rows")
+        if rows:
+            with st.expander("Ours next to the paper (table)"):
+                st.dataframe(rows, hide_index=True)
+        _downloads(name, res, chart)
+
+
+st.title("Reproduce the paper")
+st.markdown(
+    "Every experiment of *Transformers as Support Vector Machines*, with the authors' "
+    "settings as the preset. Each card shows the statistic the paper reports next to ours. "
+    "The same runs are available headless: `python -m attsvm reproduce NAME` (or `all`).")
+for exp in experiments.EXPERIMENTS:
+    card(exp)
