@@ -11,6 +11,7 @@ promise that: it re-optimizes the program, and GD amplifies the last-bit differe
 from __future__ import annotations
 
 import math
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterator
@@ -78,8 +79,10 @@ def check_budget(*, n: int, T: int, d: int, steps: int, runs: int, queries: str 
 
 # -- the device sweep ---------------------------------------------------------------------------
 def chunk_size(B: int) -> int:
-    """Runs per compiled call: a function of the batch and platform only."""
+    """Runs per compiled call: a function of the batch and platform only (ATTSVM_CHUNK
+    overrides the cap, e.g. to test many chunks on several devices)."""
     cap = CPU_CHUNK if jax.default_backend() == "cpu" else ACCEL_CHUNK
+    cap = int(os.environ.get("ATTSVM_CHUNK", cap))
     return max(1, min(cap, B))
 
 

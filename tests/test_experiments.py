@@ -1,0 +1,217 @@
+"""The experiments layer: exact bulk SVMs against the library's Clarabel solutions, every
+experiment at a tiny size, settings validation, and identical numbers on 1 and 4 devices."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import attsvm
+from attsvm import experiments
+from attsvm.experiments import core, fastsvm, multi_token, overparameterization
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# -- bulk SVMs against Clarabel ---------------------------------------------------------------
+def _instances():
+    rng = np.random.default_rng(0)
+    out = []
+    for n, T, d in [(6, 8, 10), (5, 5, 2), (5, 5, 3), (10, 5, 4), (2, 3, 2)]:
+        for seed in range(4):
+            p = attsvm.random_problem(n, T, d, seed=seed)
+            alpha = attsvm.token_scores(p).argmax(-1) if seed % 2 else rng.integers(0, T, n)
+            out.append((p, alpha))
+    return out
+
+
+@pytest.mark.parametrize("norm", ["fro", "nuc"])
+def test_bulk_svm_matches_clarabel(norm):
+    probs, alphas = zip(*_instances())
+    ours = fastsvm.solve_many(list(probs), list(alphas), norm)
+    for k, (p, a) in enumerate(zip(probs, alphas)):
+        ref = attsvm.solve_att_svm(p, a, norm)
+        assert ours["feasible"][k] == ref.feasible, (k, ref.status)
+        if not ref.feasible:
+            continue
+        assert ours["objective"][k] == pytest.approx(ref.objective, rel=2e-6)
+        assert attsvm.numerical_rank(ours["W"][k]) == attsvm.numerical_rank(ref.W)
+        if norm == "fro":                   # unique solution: the matrices agree
+            np.testing.assert_allclose(ours["W"][k], ref.W, rtol=0, atol=1e-6 * np.abs(ref.W).max())
+            np.testing.assert_array_equal(ours["support"][k], ref.support)
+
+
+def test_bulk_svm_sequence_mode_matches_clarabel():
+    for mode in ("sequence", "causal"):
+        p = attsvm.random_problem(2, 4, 8, seed=1, attention="self", queries=mode)
+        alpha = attsvm.optimal_tokens(p)
+        ours = fastsvm.solve_many([p], [alpha], "fro")
+        ref = attsvm.solve_att_svm(p, alpha, "fro")
+        np.testing.assert_allclose(ours["W"][0], ref.W, atol=1e-6 * np.abs(ref.W).max())
+
+
+def test_ldp_closed_form_n1_T2():
+    # PAPER.md §6 fact 2: W^mm = (x1 − x2) zᵀ / (‖x1 − x2‖² ‖z‖²)
+    X = np.array([[[1.0, 0.5, 0.0], [0.2, -0.3, 0.4]]])
+    z = np.array([[0.3, -1.0, 0.2]])
+    p = attsvm.Problem(X=X, Y=np.ones(1), Z=z, v=np.array([1.0, 0.0, 0.0]))
+    W = fastsvm.solve_many([p], [np.array([0])], "fro")["W"][0]
+    dx = X[0, 0] - X[0, 1]
+    np.testing.assert_allclose(W, np.outer(dx, z[0]) / (dx @ dx * (z[0] @ z[0])), atol=1e-12)
+
+
+def test_generalized_svm_matches_library():
+    p = attsvm.random_problem(3, 4, 6, seed=7, head="relu")
+    run = attsvm.train(p, steps=1500, record_every=1500)
+    W, s = run.W[-1], run.probs[-1]
+    ours = multi_token.generalized_svm(p, W, s, 1e-3)
+    ref = attsvm.solve_generalized_svm(p, W, threshold=1e-3)
+    assert ours is not None and ref.feasible
+    for a, b in zip(ours, (ref.W_dir, ref.W_fin, ref.W_pred)):
+        np.testing.assert_allclose(a, b, atol=1e-6 * max(1.0, np.abs(b).max()))
+
+
+# -- every experiment at a tiny size ----------------------------------------------------------
+TINY = {
+    "geometry-1": dict(steps=200),
+    "geometry-2": dict(steps=200),
+    "local-convergence": dict(runs=4, steps=200, record_every=50),
+    "multi-token": dict(ds=(4,), runs=2, steps=400, record_every=100, max_seeds=512),
+    "svm-rank": dict(pairs=((5, 5),), ds=(2, 5), runs=5, max_draws=60),
+    "overparameterization": dict(ds=(2, 6), runs=4, steps=200),
+    "regularization-path": dict(n=3, T=4, d=4, radii=4, r_max=50.0, restarts=0),
+    "sequence-causal": dict(runs=3, steps=200),
+}
+
+
+@pytest.fixture(scope="module")
+def tiny_results():
+    return {name: experiments.run(name, **TINY[name]) for name in experiments.EXPERIMENTS}
+
+
+def test_every_experiment_is_smoke_tested():
+    assert set(TINY) == set(experiments.EXPERIMENTS)
+
+
+@pytest.mark.parametrize("name", list(TINY))
+def test_experiment_runs_at_tiny_size(tiny_results, name):
+    res = tiny_results[name]
+    assert res.name == name and res.seconds > 0
+    assert res.summary["text"] and res.summary["paper"]
+    assert all(len(df) > 0 for df in res.frames.values()), {k: len(v) for k, v in res.frames.items()}
+    json.dumps(core.jsonable(dict(settings=res.settings, summary=res.summary)))
+
+
+def test_local_convergence_statistics_are_sane(tiny_results):
+    res = tiny_results["local-convergence"]
+    c = res.frames["curves"]
+    soft = c[c.measure == "softmax"]
+    assert soft["mean"].between(0, 1).all()
+    assert set(c.measure) == {"softmax", "corr_fro", "corr_nuc"}
+    last = c[(c.step == 200) & (c.measure != "softmax")]
+    assert (last["mean"] > 0.5).all()                 # GD is heading for its SVM already
+    runs = res.frames["runs"]
+    assert runs.feasible_fro.all() and len(runs) == 8
+
+
+def test_geometry_1_reproduces_the_papers_svms(tiny_results):
+    svm = tiny_results["geometry-1"].frames["svm"]
+    np.testing.assert_allclose(svm.ours, svm.paper, atol=2e-4)   # PAPER.md §6 fact 6
+    corr = tiny_results["geometry-1"].frames["correlation"]
+    at100 = corr[(corr.param == "W") & (corr.svm == "fro") & (corr.step == 100)]["corr"].iloc[0]
+    assert at100 == pytest.approx(0.625, abs=1e-3)
+
+
+def test_svm_rank_reports_infeasible_instances_separately(tiny_results):
+    cells = tiny_results["svm-rank"].frames["cells"]
+    d2 = cells[(cells.d == 2) & (cells.norm == "fro")].iloc[0]
+    assert d2.drawn > d2.feasible                      # n=5, d=2: most instances infeasible
+    assert d2.instances == min(5, d2.feasible)
+    fro5 = cells[(cells.d == 5) & (cells.norm == "fro")].iloc[0]
+    assert fro5.mean_rank == 5                         # rank W^mm = min(n, d)
+
+
+def test_svm_rank_published_style_counts_infeasible_as_rank_one():
+    res = experiments.run("svm-rank", pairs=((3, 3),), ds=(1,), runs=3, style="published")
+    cells = res.frames["cells"]
+    assert (cells.mean_rank == 1).all() and (cells.feasible == 0).all()
+
+
+def test_overparameterization_classification():
+    p = attsvm.random_problem(3, 3, 4, seed=2)
+    opt = attsvm.optimal_tokens(p)
+    other = (opt + 1) % 3
+    rows = overparameterization.classify_runs([p, p], [opt, other])
+    assert rows[0]["is_global"] and rows[0]["local"]
+    assert not rows[1]["is_global"]
+    assert rows[1]["local"] == attsvm.is_locally_optimal(p, other)
+
+
+def test_multi_token_counts_add_up(tiny_results):
+    cnt = tiny_results["multi-token"].frames["counts"].iloc[0]
+    rejected = cnt.all_plus + cnt.ambiguous + cnt.nothing_masked + cnt.infeasible
+    assert cnt.accepted <= 2 and cnt.accepted + rejected <= cnt.seeds_tried
+
+
+@pytest.mark.parametrize("name,bad,word", [
+    ("local-convergence", dict(runs=0), "runs"),
+    ("local-convergence", dict(params=("W", "X")), "params"),
+    ("multi-token", dict(ds=()), "ds"),
+    ("svm-rank", dict(style="pretty"), "style"),
+    ("svm-rank", dict(pairs=((5, 1),)), "pairs"),
+    ("overparameterization", dict(steps=-1), "steps"),
+    ("geometry-1", dict(preset="geometry-2"), "preset"),
+    ("sequence-causal", dict(modes=("both",)), "modes"),
+    ("regularization-path", dict(bogus=1), "bogus"),
+])
+def test_bad_settings_are_refused_by_name(name, bad, word):
+    with pytest.raises(ValueError, match=word):
+        experiments.settings(name, **bad)
+
+
+def test_unknown_experiment_is_refused():
+    with pytest.raises(ValueError, match="name"):
+        experiments.run("no-such-figure")
+
+
+def test_hosted_budget_refuses_the_full_multi_token_sweep(monkeypatch):
+    monkeypatch.setenv("ATTSVM_MODE", "hosted")
+    with pytest.raises(ValueError, match="must be at most"):
+        experiments.run("multi-token")
+
+
+# -- devices ------------------------------------------------------------------------------------
+SCRIPT = """
+import json, numpy as np, jax, attsvm
+from attsvm import experiments
+from attsvm.experiments import core
+probs = [attsvm.random_problem(4, 5, 6, seed=s) for s in range(7)]
+parts = list(core.sweep(probs, param="KQ", steps=300, record_every=100, chunk=2))
+W = np.concatenate([t.W for _, t in parts])
+res = experiments.run("local-convergence", runs=5, steps=300, record_every=100)
+print(json.dumps(dict(devices=len(jax.devices()), W=W.tolist(),
+                      curves=res.frames["curves"]["mean"].tolist(),
+                      alpha=res.frames["runs"]["alpha"].tolist())))
+"""
+
+
+def _run_with_devices(n: int) -> dict:
+    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={n}",
+               ATTSVM_CHUNK="2", PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
+                         text=True, timeout=600, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_sweeps_give_identical_numbers_on_1_and_4_devices():
+    one, four = _run_with_devices(1), _run_with_devices(4)
+    assert (one["devices"], four["devices"]) == (1, 4)
+    assert one["W"] == four["W"]                       # bit for bit
+    assert one["curves"] == four["curves"]
+    assert one["alpha"] == four["alpha"]
