@@ -32,9 +32,10 @@ PAGES = [
     ("reproduce.py", "Reproduce the paper", "description", "paper-figures"),
 ]
 here = Path(__file__).parent
-page = st.navigation([
-    st.Page(f"pages/{file}", title=title, icon=f":material/{icon}:", url_path=url,
-            default=url is None)
-    for file, title, icon, url in PAGES if (here / "pages" / file).exists()])
-sidebar.render()
+pages = [st.Page(f"pages/{file}", title=title, icon=f":material/{icon}:", url_path=url,
+                 default=url is None)
+         for file, title, icon, url in PAGES if (here / "pages" / file).exists()]
+# The sidebar draws the page links itself so that they carry the settings in the URL.
+page = st.navigation(pages, position="hidden")
+sidebar.render(pages)
 page.run()

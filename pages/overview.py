@@ -3,6 +3,7 @@ import streamlit as st
 
 import attsvm
 from attsvm import limits
+from ui.sidebar import carried
 
 st.title("Transformers as Support Vector Machines")
 st.markdown(
@@ -61,7 +62,8 @@ for title, formula, text, page, label in CLAIMS:
         st.markdown(f"#### {title}")
         st.latex(formula)
         st.markdown(text)
-        st.page_link(page, label=f"Show me: {label}", icon=":material/arrow_forward:")
+        st.page_link(page, label=f"Show me: {label}", icon=":material/arrow_forward:",
+                     query_params=carried())
 
 st.subheader("What runs underneath")
 info = attsvm.backend()

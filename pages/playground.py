@@ -224,7 +224,8 @@ def live_view():
     c1, c2, c3 = st.columns(3)
     draw(c1, "correlation", charts.curves(
         cdf, y="corr", color="reference", x_max=x_max, title="corr(W(k), SVM solution)",
-        y_title="correlation", rule_x=k_shown))
+        y_title="correlation", rule_x=k_shown,
+        colors={"W^mm_α (Frobenius)": "#1f77b4", "W^mm_*,α (nuclear)": "#d62728"}))
     ndf = frames.per_sequence(steps, traj.norms[:, None], "norm").drop(columns="sequence")
     bound_line = None
     if tspec.normalized and tspec.param == "W":

@@ -26,6 +26,9 @@ HEAD_LABELS = {"linear": "linear  f = vᵀXᵀs", "relu": "relu MLP  f = 1ᵀrel
 LOSS_LABELS = {"logistic": "logistic log(1+e⁻ᵘ)", "exponential": "exponential e⁻ᵘ",
                "correlation": "correlation −u"}
 STATE_KEY = "_attsvm_specs"
+# URL parameters of the sidebar's widgets (their keys): carried from page to page.
+SHARED_KEYS = ("preset", "n", "T", "d", "seed", "attention", "head", "lam", "param", "m",
+               "loss", "lr", "steps", "ngd", "init", "init_seed")
 
 
 def caps() -> dict:
@@ -34,11 +37,28 @@ def caps() -> dict:
                 d=min(UI_MAX["d"], L.max_d), steps=min(UI_MAX["steps"], L.max_steps))
 
 
-def render() -> tuple[ProblemSpec, TrainSpec]:
-    """Draw the sidebar and return the specs (also kept for `specs()`)."""
+def carried() -> dict:
+    """The shared settings' URL parameters, for links to other pages (Streamlit's own
+    navigation drops the query string on a page switch, so a link copied afterwards would
+    not reproduce the view). Page-specific settings stay with their page."""
+    return {k: v for k, v in st.query_params.to_dict().items() if k in SHARED_KEYS}
+
+
+def _nav(pages):
+    carry = carried()
+    for p in pages:
+        st.page_link(p, query_params=carry)
+    st.divider()
+
+
+def render(pages=()) -> tuple[ProblemSpec, TrainSpec]:
+    """Draw the sidebar (page links, then the settings) and return the specs (also kept
+    for `specs()`)."""
     c = caps()
     q = dict(bind="query-params")
     with st.sidebar:
+        if pages:
+            nav = st.container()
         st.subheader("Problem")
         preset = st.selectbox("Data", PRESET_OPTIONS, key="preset", **q,
                               help="\n".join(f"- **{k}**: {v}" for k, v in PRESET_LABELS.items()))
@@ -84,6 +104,9 @@ def render() -> tuple[ProblemSpec, TrainSpec]:
                             help="\n".join(f"- **{k}**: {v}" for k, v in INIT_LABELS.items()))
         init_seed = st.number_input("Init seed", 0, 2**31 - 1, 0, key="init_seed", **q)
         st.caption("Every setting is in the page URL: copy it to share this exact view.")
+        if pages:
+            with nav:           # after the widgets, so the links see this run's values
+                _nav(pages)
 
     if preset == "upload":
         pspec = ProblemSpec() if uploaded is None else upload_spec(uploaded, attention)
