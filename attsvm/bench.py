@@ -1,0 +1,185 @@
+"""Benchmark: `python -m attsvm.bench` (a script, not a test).
+
+1. Gradient descent on the paper's local-convergence workload (PAPER.md §4 E2): 100 runs ×
+   2000 normalized-GD steps, n=6, T=8, d=10, linear head, logistic loss, η = 0.1, every
+   step recorded (W, softmax, loss), for both parameterizations. `train_batch` is timed cold
+   (first call in this process: tracing + XLA compilation + run) and warm (median of
+   repeats), against a plain per-run, per-step numpy loop written below with manual
+   gradients. The loop is timed on a subset of runs (all their steps) and extrapolated
+   linearly to the full workload (each run costs the same: same sizes, same step count).
+   Times are wall clock and this process's CPU time (the steadier one on a shared machine).
+2. Recompilation: a new step size and a problem size in the same padding bucket must reuse
+   the compiled program (`attsvm.train.TRACE_COUNT` stays put).
+3. SVM solves (Clarabel): Frobenius and nuclear Att-SVM at (n, T, d) = (6, 8, 10),
+   (10, 10, 20), (20, 16, 32): the first solve of a shape (includes cvxpy's compilation)
+   and the median over further instances of that shape.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import statistics
+import time
+
+import numpy as np
+
+from . import problems
+from .svm import solve_att_svm
+from .train import NORM_EPS, RIDGE_EPS, backend, default_init, train, train_batch
+
+_train_mod = importlib.import_module("attsvm.train")   # `attsvm.train` is also the function
+
+
+# -- the reference: a plain numpy loop, one run at a time, one step at a time ---------------------
+def numpy_gd(prob, init, param: str, *, steps: int, lr: float, ridge: float = RIDGE_EPS):
+    """Normalized GD on one problem (linear head, logistic loss), recording every step.
+
+    Manual gradients: with a_it = x_itᵀ W z_i, s_i = softmax(a_i), f_i = Σ_t s_it vᵀx_it,
+        ∂L/∂a_it = ℓ'(Y_i f_i) Y_i s_it (vᵀx_it − f_i) / n,   ∂L/∂W = Σ_i X_iᵀ(∂L/∂a_i) z_iᵀ,
+    and for W = K Qᵀ with the ridge ε(‖K‖² + ‖Q‖²): ∇K = ∇W·Q + 2εK, ∇Q = ∇Wᵀ·K + 2εQ.
+    Returns W (steps+1, d, d), s (steps+1, n, T), loss (steps+1,).
+    """
+    X, Y, Z, v = prob.X, prob.Y, prob.Z, prob.v
+    n, T, d = X.shape
+    h = X @ v                                                   # (n, T) vᵀ x_it
+    Ws, S, L = np.empty((steps + 1, d, d)), np.empty((steps + 1, n, T)), np.empty(steps + 1)
+    if param == "W":
+        W = np.array(init, dtype=float)
+    else:
+        K, Q = (np.array(a, dtype=float) for a in init)
+    for k in range(steps + 1):
+        if param == "KQ":
+            W = K @ Q.T
+        a = np.einsum("ntd,nd->nt", X, Z @ W.T)                 # (n, T) logits
+        a -= a.max(1, keepdims=True)
+        s = np.exp(a)
+        s /= s.sum(1, keepdims=True)
+        f = (s * h).sum(1)
+        u = Y * f
+        Ws[k], S[k], L[k] = W, s, np.logaddexp(0.0, -u).mean()
+        if k == steps:
+            break
+        g = (-Y / (1.0 + np.exp(u)) / n)[:, None] * s * (h - f[:, None])   # ∂L/∂a
+        G = np.einsum("nt,ntd->nd", g, X).T @ Z                 # (d, d) ∂L/∂W
+        if param == "W":
+            W = W - lr * G / (np.linalg.norm(G) + NORM_EPS)
+        else:
+            gK = G @ Q + 2 * ridge * K
+            gQ = G.T @ K + 2 * ridge * Q
+            K = K - lr * gK / (np.linalg.norm(gK) + NORM_EPS)
+            Q = Q - lr * gQ / (np.linalg.norm(gQ) + NORM_EPS)
+    return Ws, S, L
+
+
+# -- timing helpers ------------------------------------------------------------------------------
+def _timed(fn):
+    """(wall seconds, CPU seconds of this process, result). On a shared machine the CPU time
+    is the steadier measure; the numpy loop is single-threaded, so for it the two agree."""
+    t, c = time.perf_counter(), time.process_time()
+    out = fn()
+    return time.perf_counter() - t, time.process_time() - c, out
+
+
+def _median_time(fn, repeats: int):
+    walls, cpus = zip(*(_timed(fn)[:2] for _ in range(repeats)))
+    return statistics.median(walls), statistics.median(cpus), walls
+
+
+def bench_gd(*, runs: int, steps: int, loop_runs: int, repeats: int) -> dict:
+    probs = [problems.random_problem(6, 8, 10, seed=s) for s in range(runs)]
+    out = {}
+    for param in ("W", "KQ"):
+        call = lambda lr=0.1: train_batch(probs, param, steps=steps, lr=lr,  # noqa: E731
+                                          record_every=1)
+        traces = _train_mod.TRACE_COUNT
+        cold, cold_cpu, batch = _timed(call)
+        assert _train_mod.TRACE_COUNT == traces + 1, "the cold call should compile once"
+        warm, warm_cpu, warm_all = _median_time(call, repeats)
+        # the numpy loop on the first `loop_runs` runs, from the same initializations
+        inits = [default_init(p, param, seed=0, index=b) for b, p in enumerate(probs)]
+        loop_subset, loop_cpu, _ = _timed(lambda: [
+            numpy_gd(probs[b], inits[b], param, steps=steps, lr=0.1) for b in range(loop_runs)])
+        loop_full, loop_full_cpu = (x * runs / loop_runs for x in (loop_subset, loop_cpu))
+        # same computation: the trajectories agree until the softmax tails reach rounding
+        # level (about step 100 for K, Q and 800 for W on these data)
+        Ws, _, _ = numpy_gd(probs[0], inits[0], param, steps=50, lr=0.1)
+        agree = float(np.max(np.abs(Ws - batch.W[0, :51])) / np.abs(Ws).max())
+        out[param] = dict(cold=cold, cold_cpu=cold_cpu, warm=warm, warm_cpu=warm_cpu,
+                          warm_all=warm_all, loop_subset=loop_subset, loop_full=loop_full,
+                          loop_full_cpu=loop_full_cpu, agree=agree)
+        print(f"  {param:2s}  train_batch cold (trace + compile + run): {cold:6.3f} s wall, "
+              f"{cold_cpu:6.3f} s CPU")
+        print(f"      train_batch warm, median of {repeats}: {warm:6.3f} s wall "
+              f"({', '.join(f'{x:.3f}' for x in warm_all)}), {warm_cpu:6.3f} s CPU")
+        print(f"      numpy loop, {loop_runs} runs × {steps} steps timed: {loop_subset:6.3f} s "
+              f"({loop_subset / (loop_runs * steps) * 1e6:5.1f} µs/step); extrapolated to "
+              f"{runs} runs: {loop_full:6.2f} s wall, {loop_full_cpu:6.2f} s CPU")
+        print(f"      speed-up over the loop: warm {loop_full / warm:5.1f}× wall, "
+              f"{loop_full_cpu / warm_cpu:5.1f}× CPU; cold {loop_full / cold:4.1f}× wall   "
+              f"(loop vs engine, steps 0-50 of run 0: max rel diff {agree:.1e})")
+    return out
+
+
+def bench_recompile() -> dict:
+    p = problems.random_problem(6, 8, 10, seed=0)
+    kw = dict(steps=200, record_every=10)
+    train(p, "W", lr=0.1, **kw)
+    before = _train_mod.TRACE_COUNT
+    train(p, "W", lr=0.05, **kw)                                            # new step size
+    after_lr = _train_mod.TRACE_COUNT
+    train(problems.random_problem(6, 7, 9, seed=1), "W", lr=0.1, **kw)     # same bucket
+    after_size = _train_mod.TRACE_COUNT
+    train(p, "W", lr=0.1, steps=400, record_every=20)                      # same #records
+    after_steps = _train_mod.TRACE_COUNT
+    buckets = tuple(_train_mod.bucket(x) for x in (6, 7, 9))
+    print(f"  TRACE_COUNT {before} → new lr 0.05: {after_lr} → (n,T,d) = (6,7,9) in bucket "
+          f"{buckets}: {after_size} → 400 steps, same number of records: {after_steps}")
+    return dict(before=before, after_lr=after_lr, after_size=after_size, after_steps=after_steps)
+
+
+def bench_svm(*, repeats: int) -> dict:
+    out = {}
+    for shape in ((6, 8, 10), (10, 10, 20), (20, 16, 32)):
+        row = {}
+        for norm in ("fro", "nuc"):
+            first, _, sol = _timed(lambda: solve_att_svm(
+                problems.random_problem(*shape, seed=0), norm=norm))
+            times = []
+            for seed in range(1, repeats + 1):
+                p = problems.random_problem(*shape, seed=seed)
+                dt, _, s = _timed(lambda: solve_att_svm(p, norm=norm))
+                times.append(dt)
+                assert s.feasible, (shape, norm, s.status)
+            row[norm] = dict(first=first, median=statistics.median(times), status=sol.status)
+        out[shape] = row
+        print(f"  (n,T,d)={shape!s:13s} fro: first {row['fro']['first']:6.3f} s, median "
+              f"{row['fro']['median']:6.3f} s | nuc: first {row['nuc']['first']:6.3f} s, "
+              f"median {row['nuc']['median']:6.3f} s   ({repeats} instances each)")
+    return out
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m attsvm.bench", description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", type=int, default=100)
+    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--loop-runs", type=int, default=10,
+                    help="runs of the numpy loop actually timed (then extrapolated)")
+    ap.add_argument("--repeats", type=int, default=5, help="warm repeats (median)")
+    ap.add_argument("--svm-repeats", type=int, default=5)
+    ap.add_argument("--skip-svm", action="store_true")
+    args = ap.parse_args(argv)
+    info = backend()
+    print(f"attsvm.bench — JAX backend {info['platform']} ({info['device_kind']}, "
+          f"{info['devices']} device(s)), float64={info['x64']}")
+    print(f"\n[1] GD: {args.runs} runs × {args.steps} steps, n=6, T=8, d=10, record_every=1")
+    bench_gd(runs=args.runs, steps=args.steps, loop_runs=min(args.loop_runs, args.runs),
+             repeats=args.repeats)
+    print("\n[2] recompilation (must not grow after the first call)")
+    bench_recompile()
+    if not args.skip_svm:
+        print("\n[3] SVM solves (Clarabel), α = opt")
+        bench_svm(repeats=args.svm_repeats)
+
+
+if __name__ == "__main__":
+    main()
