@@ -190,3 +190,7 @@ right.caption(f"{tspec.steps} steps of {'normalized' if tspec.normalized else 'p
               ". Scroll to zoom, drag to pan. Thin lines: the SVM rays"
               + (" (in the direction view they end where W(k) z_i/‖W(k)‖ converges)."
                  if scale == "direction" else "."))
+st.caption("Separating lines go through each sequence's own optimal token (the authors' "
+           "second 2-D notebook assumes it is token 0, true only for its data). The "
+           "geometry-2 preset uses the 4-decimal values printed from that notebook, whose "
+           "draw order could not be recovered.")

@@ -248,3 +248,25 @@ def live_view():
 
 
 live_view()
+
+if prob.head != "linear":
+    st.info("With a nonlinear head GD may keep several tokens per sequence; the one-token "
+            "verdict above can then be the wrong model — see *Nonlinear heads* for the "
+            "generalized SVM.", icon=":material/info:")
+with st.expander("How this differs from the authors' code", key="pg_notes"):
+    st.markdown(
+        "- **Normalized GD.** The theory's GD uses a small constant step (η ≤ 1/L); every "
+        "experiment of the paper, and this page by default, uses normalized GD with η = 0.1 "
+        "so that ‖W‖ grows linearly and the direction settles within 10³ steps.\n"
+        "- **float64 saturation.** Once a sequence's non-selected softmax mass drops below "
+        "~1e-13 its gradient is rounding noise and the direction freezes; the verdict warns "
+        "from that step. (The predecessor paper ran float32, where this happens after "
+        "~150–200 steps and its plots stop before it.)\n"
+        "- **K Qᵀ** runs add the authors' vanishing ridge ε(‖K‖²+‖Q‖²), ε = 2.2e-16, and "
+        "normalize each factor's step separately; without the ridge the factors do not "
+        "reach the nuclear-norm direction once the softmax saturates.\n"
+        "- **Both correlation curves are one run** against two SVMs (Frobenius and "
+        "nuclear) for the selection GD reached; the authors' saved figure labels such "
+        "curves 'W' and '(K,Q)', which reads as two runs.\n"
+        "- **Initialization is seeded** (*Init seed* in the sidebar); the notebooks drew it "
+        "from an unseeded RNG, so their curves vary slightly from run to run.")
