@@ -42,8 +42,9 @@ CSV_KINDS = ("x", "z", "v", "V")
 MAX_MEMBERS = 16
 
 
-def _quote(text, limit: int = 40) -> str:
-    """User text echoed in a message: printable, short, inside a code span."""
+def quote_text(text, limit: int = 40) -> str:
+    """User text echoed in a message: printable, short, inside a code span (so Markdown
+    renders it literally: no links, images or HTML)."""
     s = "".join(c if c.isprintable() and c != "`" else "?" for c in str(text))
     return "`" + (s if len(s) <= limit else s[:limit - 1] + "…") + "`"
 
@@ -86,9 +87,9 @@ def load_problem(data: bytes, *, filename: str = "upload.csv",
     elif name.lower().endswith((".csv", ".txt")) or not name:
         fields = _read_csv(data, L)
     else:
-        raise _err("file", "a .csv or .npz file", _quote(name))
+        raise _err("file", "a .csv or .npz file", quote_text(name))
     prob = _assemble(fields, L)
-    return prob.with_(name=f"upload: {_quote(name, 60)[1:-1]}")
+    return prob.with_(name=f"upload: {quote_text(name, 60)[1:-1]}")
 
 
 # -- NPZ ------------------------------------------------------------------------------------
@@ -107,7 +108,7 @@ def _read_npz(data: bytes, L) -> dict:
         key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
         if key not in NPZ_KEYS:
             raise _err("file", f"an NPZ with arrays among {sorted(NPZ_KEYS)}",
-                       f"an array named {_quote(key)}")
+                       f"an array named {quote_text(key)}")
         field = NPZ_KEYS[key]
         if field in out:
             raise _err("file", "an NPZ naming each array once", f"two arrays for {field}")
@@ -117,7 +118,7 @@ def _read_npz(data: bytes, L) -> dict:
         try:
             raw = zf.read(info)
         except (zipfile.BadZipFile, OSError, ValueError, RuntimeError, EOFError) as exc:
-            raise _err("file", "a readable NPZ archive", f"a damaged member {_quote(key)}") from exc
+            raise _err("file", "a readable NPZ archive", f"a damaged member {quote_text(key)}") from exc
         out[field] = _read_npy(raw, FIELD[field], text=field == "head", max_items=max_floats)
     return out
 
@@ -134,7 +135,7 @@ def _read_npy(raw: bytes, field: str, *, text: bool, max_items: int) -> np.ndarr
     kinds = "U" if text else "biuf"
     if dtype.hasobject or dtype.kind not in kinds:
         rule = "text" if text else "a numeric (integer or float) array"
-        raise _err(field, rule, f"dtype {_quote(dtype.str)}")
+        raise _err(field, rule, f"dtype {quote_text(dtype.str)}")
     if len(shape) > 3 or int(np.prod(shape, dtype=np.int64)) > max_items:
         raise _err(field, f"at most 3-d with at most {max_items:,} entries", f"shape {shape}")
     f.seek(0)
@@ -171,7 +172,7 @@ def _read_csv(data: bytes, L) -> dict:
     want = ["kind", "seq", "token", "label"] + [f"f{j}" for j in range(max(d, 0))]
     if d < 1 or [h.lower() for h in header] != want:
         raise _err("file", "a CSV whose header is kind,seq,token,label,f0,…,f{d-1} (d ≥ 1)",
-                   _quote(",".join(header)))
+                   quote_text(",".join(header)))
     x, z, v, V = {}, {}, None, {}
     labels = {}
     for line, row in enumerate(_rows(rows, max_rows), start=2):
@@ -206,7 +207,7 @@ def _read_csv(data: bytes, L) -> dict:
                 raise _err("relu head V", "one row per index", f"a repeat on line {line}")
             V[r] = vals
         else:
-            raise _err("kind", f"one of {list(CSV_KINDS)}", f"{_quote(kind)} on line {line}")
+            raise _err("kind", f"one of {list(CSV_KINDS)}", f"{quote_text(kind)} on line {line}")
     if not x:
         raise _err("tokens", "at least one x row", "none")
     n = max(i for i, _ in x) + 1
@@ -247,7 +248,7 @@ def _floats(cells, line: int) -> list[float]:
         try:
             out.append(float(c))
         except ValueError:
-            raise _err(f"f{j}", "a number", f"{_quote(c)} on line {line}") from None
+            raise _err(f"f{j}", "a number", f"{quote_text(c)} on line {line}") from None
     return out
 
 
@@ -255,7 +256,7 @@ def _index(name: str, cell: str, line: int, cap: int) -> int:
     try:
         k = int(cell)
     except ValueError:
-        raise _err(name, "an integer index", f"{_quote(cell)} on line {line}") from None
+        raise _err(name, "an integer index", f"{quote_text(cell)} on line {line}") from None
     if not 0 <= k < cap:
         raise _err(name, f"an index in [0, {cap - 1}] in this mode", f"{k} on line {line}")
     return k
@@ -265,9 +266,9 @@ def _label(cell: str, line: int) -> float:
     try:
         y = float(cell)
     except ValueError:
-        raise _err("labels", "+1 or -1", f"{_quote(cell)} on line {line}") from None
+        raise _err("labels", "+1 or -1", f"{quote_text(cell)} on line {line}") from None
     if y not in (1.0, -1.0):
-        raise _err("labels", "+1 or -1", f"{_quote(cell)} on line {line}")
+        raise _err("labels", "+1 or -1", f"{quote_text(cell)} on line {line}")
     return y
 
 
@@ -307,7 +308,7 @@ def _assemble(f: dict, L) -> Problem:
     if "head" in f:
         h = np.asarray(f["head"])
         if h.size != 1 or str(h.reshape(-1)[0]) not in HEADS:
-            raise _err("head", f"one of {list(HEADS)}", _quote(h.reshape(-1)[:1]))
+            raise _err("head", f"one of {list(HEADS)}", quote_text(h.reshape(-1)[:1]))
         head = str(h.reshape(-1)[0])
     if head in ("linear", "quadratic") and "v" not in arrays:
         raise _err("head vector v", f"present for the {head} head (a v row / array of d "

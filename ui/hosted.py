@@ -17,6 +17,7 @@ import time
 import streamlit as st
 
 from attsvm import limits
+from attsvm.io import quote_text
 
 BUDGET_KEY = "_attsvm_session_budget"
 _local = threading.local()
@@ -29,6 +30,18 @@ def load_secrets_mode() -> None:
         "ATTSVM_MODE" in st.secrets  # noqa: B015 - parsing is the side effect we want
     except Exception:  # no secrets file, or an unreadable one: the environment decides
         pass
+
+
+def report_ignored_params(before: dict) -> None:
+    """Say which link parameters were dropped: Streamlit removes a bound widget's URL value
+    it cannot take (out of range, wrong type) and uses the default instead."""
+    after = st.query_params.to_dict()
+    dropped = [(k, v) for k, v in before.items() if k not in after]
+    if dropped:
+        st.sidebar.warning(
+            "Ignored link parameters (out of range or not a valid value), defaults used: "
+            + ", ".join(f"{quote_text(k, 20)} = {quote_text(v)}" for k, v in dropped[:8]),
+            icon=":material/link_off:")
 
 
 def session_budget() -> limits.SessionBudget | None:
