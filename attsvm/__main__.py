@@ -15,6 +15,7 @@ import argparse
 import ast
 import importlib
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -137,6 +138,17 @@ def reproduce(args) -> int:
     return 0
 
 
+def use_cpu_cores(n: int | None) -> None:
+    """Expose `n` CPU devices to JAX (default: one per core) so sweeps run on every core.
+    Only possible before JAX starts its backends; numbers do not depend on it (see
+    attsvm.experiments.core)."""
+    import jax
+    try:
+        jax.config.update("jax_num_cpu_devices", int(n or os.cpu_count() or 1))
+    except RuntimeError:          # a backend is already running (e.g. in tests): keep it
+        pass
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m attsvm",
                                      description="Reproduce 'Transformers as Support Vector Machines'.")
@@ -153,12 +165,15 @@ def main(argv=None) -> int:
     rp.add_argument("--no-chart", action="store_true", help="skip the chart files")
     rp.add_argument("--no-png", action="store_true", help="skip chart.png even if vl-convert is installed")
     rp.add_argument("--quiet", action="store_true", help="no progress bar")
+    rp.add_argument("--cpu-devices", type=int, default=None,
+                    help="CPU devices for JAX sweeps (default: one per core)")
     args = parser.parse_args(argv)
     try:
         if args.command == "list":
             for name in experiments.EXPERIMENTS:
                 print(f"{name:<22} {experiments.title(name)}")
             return 0
+        use_cpu_cores(args.cpu_devices)
         return reproduce(args)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

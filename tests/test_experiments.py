@@ -181,7 +181,7 @@ def test_unknown_experiment_is_refused():
 
 def test_hosted_budget_refuses_the_full_multi_token_sweep(monkeypatch):
     monkeypatch.setenv("ATTSVM_MODE", "hosted")
-    with pytest.raises(ValueError, match="must be at most"):
+    with pytest.raises(ValueError, match="allowed per action in hosted mode"):
         experiments.run("multi-token")
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterator
@@ -72,9 +73,19 @@ def check_grid(name: str, values, lo: int, hi: int) -> tuple:
     return vals
 
 
-def check_budget(*, n: int, T: int, d: int, steps: int, runs: int, queries: str = "single"):
+def check_budget(*, n: int, T: int, d: int, steps: int, runs: int, queries: str = "single",
+                 param: str = "W"):
     """The active mode's work budget (attsvm.limits) for one GD sweep."""
-    limits.check_gd(n=n, T=T, d=d, steps=steps, runs=runs, queries=queries)
+    limits.check_gd(n=n, T=T, d=d, steps=steps, runs=runs, queries=queries, param=param)
+
+
+def check_sweep_work(shapes, *, steps: int, runs_cap: int, what: str):
+    """A sweep of many candidate runs: each size within the caps, the summed work within the
+    per-action budget. shapes: list of ((n, T, d), candidate runs)."""
+    limits.check_size(n=max(s[0] for s, _ in shapes), T=max(s[1] for s, _ in shapes),
+                      d=max(s[2] for s, _ in shapes), steps=steps, runs=runs_cap)
+    limits.check_work(sum(limits.gd_work(n=n, T=T, d=d, steps=steps, runs=r)
+                          for (n, T, d), r in shapes), what=what)
 
 
 # -- the device sweep ---------------------------------------------------------------------------
@@ -116,9 +127,15 @@ def sweep(probs: list[Problem], *, param: str = "W", seed: int = 0, indices=None
                          **train_kw)
         return np.arange(lo, hi), _slice(tr, hi - lo)
 
+    # at most one chunk in flight per device: a consumer that stops early (enough accepted
+    # runs) wastes no more than that
     with ThreadPoolExecutor(max_workers=len(devices)) as pool:
-        done = 0
-        for idx, tr in pool.map(job, range(len(starts))):
+        pending, nxt, done = deque(), 0, 0
+        while pending or nxt < len(starts):
+            while nxt < len(starts) and len(pending) < len(devices):
+                pending.append(pool.submit(job, nxt))
+                nxt += 1
+            idx, tr = pending.popleft().result()
             done += len(idx)
             progress(done / B, f"gradient descent: {done}/{B} runs")
             yield idx, tr
@@ -152,11 +169,6 @@ def mean_std(df: pd.DataFrame, by: list, value: str) -> pd.DataFrame:
     out = g.agg(["mean", "std", "count"]).reset_index()
     out["std"] = out["std"].fillna(0.0)
     return out
-
-
-def at_steps(df: pd.DataFrame, steps, col: str = "step") -> pd.DataFrame:
-    """Rows whose step is in `steps` (those present)."""
-    return df[df[col].isin(list(steps))]
 
 
 def jsonable(x):

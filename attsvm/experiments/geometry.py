@@ -16,7 +16,8 @@ import pandas as pd
 from ..metrics import correlation
 from ..problems import PRESETS, check_choice, check_float, check_int, optimal_tokens, paper_problem, token_scores
 from ..svm import solve_att_svm
-from ..train import train
+from ..model import jax
+from ..train import train_batch
 from .core import Progress, Result, fmt, no_progress, settings_dict
 
 NAMES = ("geometry-1", "geometry-2")
@@ -71,8 +72,10 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
     trajs = {}
     for j, param in enumerate(("W", "KQ")):
         progress(0.45 * j, f"gradient descent ({param})")
-        trajs[param] = train(prob, param=param, steps=s.steps, lr=s.lr, init=inits[param],
-                             record_every=1)
+        # one run: on one device (train() would spread a batch of one over all of them)
+        trajs[param] = train_batch([prob], param=param, steps=s.steps, lr=s.lr,
+                                   init=[inits[param]], record_every=1,
+                                   devices=jax.devices()[:1])[0]
     progress(0.9, "SVMs")
     svms = {norm: solve_att_svm(prob, None, norm) for norm in ("fro", "nuc")}
     Z = prob.Z

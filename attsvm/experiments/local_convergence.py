@@ -19,7 +19,7 @@ import pandas as pd
 from ..metrics import correlation
 from ..problems import check_float, check_int, random_problem, token_scores
 from . import fastsvm
-from .core import Progress, Result, check_budget, fmt, mean_std, no_progress, settings_dict, train_all
+from .core import Progress, Result, check_budget, fmt, no_progress, settings_dict, train_all
 
 NAME = "local-convergence"
 TITLE = "Local convergence: softmax and correlation with W^mm_α / W^mm_*,α"
@@ -82,7 +82,8 @@ class Settings:
 
 
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
-    check_budget(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=s.runs * len(s.params))
+    for param in s.params:
+        check_budget(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=s.runs, param=param)
     probs = [random_problem(s.n, s.T, s.d, seed=s.data_seed + r) for r in range(s.runs)]
     opt = np.stack([token_scores(p).argmax(-1) for p in probs])            # (R, n)
     trajs, share = {}, 0.8 / len(s.params)
@@ -101,28 +102,32 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
     curves, runs_rows = [], []
     for param in s.params:
         tr = trajs[param]
-        steps = tr["steps"]
-        sel = tr["probs"].max(-1).mean(-1)                                    # (R, k)
+        per = {"softmax": tr["probs"].max(-1).mean(-1)}                      # (R, k)
+        for norm in ("fro", "nuc"):
+            per[f"corr_{norm}"] = np.stack([
+                correlation(tr["W"][r], W_svm[norm][(r, tuple(alphas[param][r]))])
+                if W_svm[norm][(r, tuple(alphas[param][r]))] is not None
+                else np.full(len(tr["steps"]), np.nan) for r in range(s.runs)])
+        for measure, vals in per.items():
+            ok = np.isfinite(vals)
+            cnt = ok.sum(0)
+            mean = np.nanmean(np.where(ok, vals, np.nan), axis=0) if ok.any() else np.full(vals.shape[1], np.nan)
+            std = (np.nanstd(np.where(ok, vals, np.nan), axis=0, ddof=1) if (cnt > 1).all()
+                   else np.zeros(vals.shape[1]))
+            curves.append(pd.DataFrame(dict(param=param, measure=measure, step=tr["steps"],
+                                            mean=mean, std=std, count=cnt)))
         for r in range(s.runs):
-            key = (r, tuple(alphas[param][r]))
-            row = dict(param=param, run=r, data_seed=s.data_seed + r,
-                       alpha=" ".join(map(str, key[1])),
-                       is_global=bool(np.array_equal(alphas[param][r], opt[r])))
-            per = {"softmax": sel[r]}
-            for norm in ("fro", "nuc"):
-                Wm = W_svm[norm][key]
-                c = correlation(tr["W"][r], Wm) if Wm is not None else np.full(len(steps), np.nan)
-                per[f"corr_{norm}"] = c
-                row[f"feasible_{norm}"] = Wm is not None
-                row[f"final_corr_{norm}"] = float(c[-1])
-            row["final_softmax"] = float(sel[r, -1])
-            row["final_norm"] = float(np.linalg.norm(tr["W"][r, -1]))
-            runs_rows.append(row)
-            for measure, vals in per.items():
-                curves.append(pd.DataFrame(dict(param=param, run=r, step=steps, measure=measure,
-                                                value=vals)))
-    long = pd.concat(curves, ignore_index=True)
-    curve = mean_std(long.dropna(subset=["value"]), ["param", "measure", "step"], "value")
+            a = alphas[param][r]
+            runs_rows.append(dict(
+                param=param, run=r, data_seed=s.data_seed + r, alpha=" ".join(map(str, a)),
+                is_global=bool(np.array_equal(a, opt[r])),
+                feasible_fro=W_svm["fro"][(r, tuple(a))] is not None,
+                feasible_nuc=W_svm["nuc"][(r, tuple(a))] is not None,
+                final_corr_fro=float(per["corr_fro"][r, -1]),
+                final_corr_nuc=float(per["corr_nuc"][r, -1]),
+                final_softmax=float(per["softmax"][r, -1]),
+                final_norm=float(np.linalg.norm(tr["W"][r, -1]))))
+    curve = pd.concat(curves, ignore_index=True)
     runs_df = pd.DataFrame(runs_rows)
     summary = _summary(s, curve, runs_df)
     return Result(name=NAME, frames={"curves": curve, "runs": runs_df}, summary=summary,

@@ -27,7 +27,7 @@ from ..metrics import correlation
 from ..problems import check_float, check_int, random_problem
 from ..svm import constraint_rows
 from . import fastsvm
-from .core import (Progress, Result, check_budget, check_grid, chunk_size, fmt,
+from .core import (Progress, Result, check_grid, check_sweep_work, chunk_size, fmt,
                    no_progress, settings_dict, sweep)
 
 NAME = "multi-token"
@@ -131,8 +131,9 @@ def _classify(s, select, mask):
 
 
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
-    for d in s.ds:
-        check_budget(n=s.n, T=s.T, d=d, steps=s.steps, runs=min(s.max_seeds, 64 * s.runs))
+    # acceptance falls to ~1.6 % at d = 10 (PAPER.md §4 E4): price ~64 candidates per run
+    check_sweep_work([((s.n, s.T, d), min(s.max_seeds, 64 * s.runs)) for d in s.ds],
+                     steps=s.steps, runs_cap=s.runs, what="the multi-token candidate sweep")
     curves, scatter, counts = [], [], []
     C = chunk_size(10**9)              # fixed chunk: numbers independent of batch rounds
     for jd, d in enumerate(s.ds):
@@ -141,7 +142,7 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
         next_seed, tried, rate = s.first_seed, 0, 0.25
         while len(accepted) < s.runs and tried < s.max_seeds:
             need = s.runs - len(accepted)
-            want = int(min(s.max_seeds - tried, max(C, 1.3 * need / max(rate, 1e-3))))
+            want = int(min(s.max_seeds - tried, max(C, 1.1 * need / max(rate, 1e-3))))
             want = min(s.max_seeds - tried, -(-want // C) * C)
             cands = []
             for seed in range(next_seed, next_seed + want):
@@ -150,23 +151,24 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
                     tally["all_plus"] += 1
                 else:
                     cands.append((seed, p))
-            next_seed += want
-            tried += want
+            cand_seeds = {c[0] for c in cands}
             n_ok = len(accepted)
             probs = [p for _, p in cands]
             msg = lambda f, t: progress(base + f / len(s.ds) * 0.9,  # noqa: E731
                                         f"d={d}: {t}; accepted {len(accepted)}/{s.runs}")
+            last = next_seed - 1                     # the last seed whose outcome counts
             for idx, tr in sweep(probs, param="W", steps=s.steps, lr=s.lr, seed=s.seed,
                                  record_every=s.record_every, indices=[c[0] for c in cands],
                                  chunk=C, progress=msg):
                 for b, k in enumerate(idx):
                     seed, p = cands[k]
+                    if len(accepted) >= s.runs:
+                        break
+                    last = seed
                     sf = tr.probs[b, -1]
                     kind = _classify(sf, s.select, s.mask)
                     if kind != "ok":
                         tally[kind] += 1
-                        continue
-                    if len(accepted) >= s.runs:
                         continue
                     Wf = tr.W[b, -1]
                     gen = generalized_svm(p, Wf, sf, s.select)
@@ -176,7 +178,17 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
                         tally["infeasible"] += 1
                         continue
                     accepted.append(dict(seed=seed, W=tr.W[b], s=sf, gen=gen, one=one))
-            rate = max(len(accepted) - n_ok, 1) / max(len(cands), 1)
+                if len(accepted) >= s.runs:
+                    break                            # the sweep stops its remaining chunks
+            if len(accepted) < s.runs:                # the whole round was examined
+                last = next_seed + want - 1
+            # count only the seeds up to the last one examined (all-+1 seeds past it are not)
+            seen = last - next_seed + 1
+            tally["all_plus"] -= sum(1 for sd in range(last + 1, next_seed + want)
+                                     if sd not in cand_seeds)
+            next_seed = last + 1
+            tried += seen
+            rate = max(len(accepted) - n_ok, 1) / max(seen, 1)
         steps = np.arange(0, s.steps + 1, s.record_every)
         for r, acc in enumerate(accepted):
             W_dir, W_fin, W_eq = acc["gen"]
