@@ -37,7 +37,7 @@ pages = [st.Page(f"pages/{file}", title=title, icon=f":material/{icon}:", url_pa
          for file, title, icon, url in PAGES if (here / "pages" / file).exists()]
 # The sidebar draws the page links itself so that they carry the settings in the URL.
 page = st.navigation(pages, position="hidden")
-link = st.query_params.to_dict()
+link = hosted.clean_link()
 sidebar.render(pages)
 try:
     page.run()

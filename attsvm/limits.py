@@ -6,15 +6,19 @@ Clarabel via cvxpy). With K = 1 for single-query problems (K = T for sequence/ca
 and m the rank of K, Q:
 
     GD      work = runs · steps · (n·K·T·d + 4·d² + [param="KQ"] d²·m / 4)
-    SVM     work = solves · (5·10⁶ + r·d²·(c·min(r, d²) + 2000) + [norm="nuc"] 1000·d^4.5)
+    SVM     work = solves · (5·10⁶ + cost),  r = n·K·(T − 1) constraints (≈ half if causal)
+            Frobenius (a QP in the r dual multipliers):   cost = r³ + r²·d²/4 + 200·r·d²
+            nuclear (an LMI of size s = min(d, r) + min(d, n·K)):
+                                              cost = 4·10⁻⁴ · s^5.5 · r^1.45 + 3000·r·d²
 
-where r = n·K·(T − 1) is the number of margin constraints (about half of that when causal)
-and c = 20 for the Frobenius QP, 30 for the nuclear-norm SDP. The first GD term is the
-attention forward/backward pass, the d² terms the update of W (and the product K Qᵀ); the
-SVM terms are the dense KKT factorization of r constraints in d² unknowns, cvxpy's
-per-entry canonicalization, and the 2d × 2d semidefinite cone. Measured here: a
-(n, T, d) = (32, 32, 32) Frobenius SVM takes 14–18 s (formula: 20 s); W-GD with 20 runs
-of (4, 4, 64) × 2000 steps 0.6 s (formula: 0.7 s).
+The first GD term is the attention forward/backward pass, the d² terms the update of W
+(and the product K Qᵀ). The SVM prices follow `attsvm.svm`'s dual formulations: the
+Frobenius dual's dense KKT system and Gram matrix, and the nuclear dual's semidefinite
+cone, whose size is the rank of the token differences plus the rank of the queries. They
+were fitted to solve times measured here (e.g. (n, T, d) = (32, 32, 32): Frobenius 1.2 s,
+nuclear 50–65 s; (16, 16, 48) nuclear 6–8 s; (4, 4, 64) nuclear 0.1–0.3 s), erring
+high rather than low.
+W-GD with 20 runs of (4, 4, 64) × 2000 steps takes 0.6 s (formula: 0.7 s).
 
 Two modes, chosen by ``ATTSVM_MODE`` (Streamlit also exports a root-level
 ``ATTSVM_MODE = "hosted"`` in ``.streamlit/secrets.toml`` to the environment):
@@ -131,8 +135,12 @@ def svm_work(*, n: int, T: int, d: int, norm: str = "fro", queries: str = "singl
     r = n * _K(T, queries) * max(T - 1, 0)
     if queries == "causal":
         r = n * T * max(T - 1, 0) / 2
-    c, extra = (20, 0.0) if norm == "fro" else (30, 1000 * d ** 4.5)
-    return float(solves) * (5e6 + r * d * d * (c * min(r, d * d) + 2000) + extra)
+    if norm == "fro":
+        cost = r ** 3 + r * r * d * d / 4 + 200 * r * d * d
+    else:
+        s = min(d, r) + min(d, n * _K(T, queries))
+        cost = 4e-4 * s ** 5.5 * r ** 1.45 + 3000 * r * d * d
+    return float(solves) * (5e6 + cost)
 
 
 def record_floats(*, n: int, T: int, d: int, steps: int, record_every: int = 1, runs: int = 1,

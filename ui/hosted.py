@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import threading
 import time
 
@@ -30,6 +31,21 @@ def load_secrets_mode() -> None:
         "ATTSVM_MODE" in st.secrets  # noqa: B015 - parsing is the side effect we want
     except Exception:  # no secrets file, or an unreadable one: the environment decides
         pass
+
+
+def clean_link() -> dict:
+    """Snapshot the link's query parameters, then drop values Streamlit itself cannot
+    survive: a non-finite number ("inf", "1e999", "nan") bound to an integer widget raises
+    OverflowError inside st.number_input. Returns the snapshot for `report_ignored_params`."""
+    before = st.query_params.to_dict()
+    for k, v in before.items():
+        try:
+            bad = not math.isfinite(float(v))
+        except (TypeError, ValueError, OverflowError):
+            bad = False
+        if bad:
+            del st.query_params[k]
+    return before
 
 
 def report_ignored_params(before: dict) -> None:
