@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from attsvm.svm import MAX_SELECTIONS
-from ui import cache, charts
+from ui import cache, charts, export_ui
 from ui.sidebar import specs
 from ui.specs import ProblemSpec, selection_label
 from ui.widgets import BOUND, build, check_gd, check_svm, explained
@@ -99,3 +99,6 @@ kinds = (plane.groupby(["selection", "class"]).size().rename("starts").reset_ind
          .assign(**{"α is": lambda df: df["class"].map(charts.CLASS_LABELS)})
          .drop(columns="class").sort_values("starts", ascending=False))
 right.dataframe(pd.DataFrame(kinds), hide_index=True, key="bas_plane_table")
+export_ui.export_button(
+    key="bas_export", problem=prob, page="Local optima and basins", specs=(pspec, tspec),
+    tables={"selections": table, "random_starts": land, "basin_map": plane})

@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 import attsvm
-from ui import cache, charts
+from ui import cache, charts, export_ui
 from ui.sidebar import specs
 from ui.specs import ProblemSpec
 from ui.widgets import BOUND, build, check_gd, explained
@@ -120,3 +120,6 @@ right.dataframe(pd.DataFrame({"sequence": np.arange(prob.n), "|O_i|": sizes,
                 hide_index=True, key="nl_sets")
 right.caption(f"R at the last iterate = {gen.R:.3g}" if gen.R is not None else
               "No R: the generalized SVM is not available for this run.")
+export_ui.export_button(
+    key="nl_export", problem=prob, page="Nonlinear heads", specs=(pspec, tspec), run=run,
+    solutions={"one_token": one}, init=tspec.init_for(prob), tables={"final_softmax": pm})

@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 import attsvm
-from ui import cache, charts, frames
+from ui import cache, charts, export_ui, frames
 from ui.sidebar import specs
 from ui.specs import ProblemSpec
 from ui.widgets import BOUND, build, check_gd, explained
@@ -112,3 +112,6 @@ wdf = pd.DataFrame({"step": run.steps, "mean": sel.reshape(len(run.steps), -1).m
 c2.altair_chart(charts.curves(wdf, y="weight", color="over queries", x_max=tspec.steps,
                               y_domain=(0, 1), title="Softmax weight of the selected tokens",
                               y_title="s_ik,α_ik"))
+export_ui.export_button(
+    key="seq_export", problem=prob, page="Sequences and causal attention",
+    specs=(pspec, tspec), run=run, solutions={norm: sol}, init=tspec.init_for(prob))
