@@ -1,0 +1,43 @@
+# attsvm explorer as a shared hosted demo (ATTSVM_MODE=hosted). CPU by default:
+#   docker build -t attsvm . && docker run --rm -p 8501:8501 attsvm
+# GPU (NVIDIA driver + container toolkit on the host; JAX brings its CUDA libraries):
+#   docker build --build-arg JAX_GPU=1 -t attsvm-gpu . && docker run --rm --gpus all -p 8501:8501 attsvm-gpu
+FROM python:3.11-slim
+
+ARG JAX_GPU=0
+# ATTSVM_MODE=hosted: work budget per action, per-session compute allowance, compute slots.
+# XLA_PYTHON_CLIENT_PREALLOCATE=false: JAX must not reserve most of a GPU's memory at start.
+# MALLOC_ARENA_MAX=2: fewer glibc malloc arenas (Streamlit runs each session in a thread).
+# STREAMLIT_*: no file watching, small uploads, sessions freed 60 s after a visitor leaves,
+# no tracebacks shown to visitors (the server log keeps them).
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    ATTSVM_MODE=hosted \
+    XLA_PYTHON_CLIENT_PREALLOCATE=false \
+    MALLOC_ARENA_MAX=2 \
+    STREAMLIT_SERVER_HEADLESS=true \
+    STREAMLIT_SERVER_FILE_WATCHER_TYPE=none \
+    STREAMLIT_SERVER_RUN_ON_SAVE=false \
+    STREAMLIT_SERVER_MAX_UPLOAD_SIZE=2 \
+    STREAMLIT_SERVER_DISCONNECTED_SESSION_TTL=60 \
+    STREAMLIT_CLIENT_SHOW_ERROR_DETAILS=none \
+    STREAMLIT_BROWSER_GATHER_USAGE_STATS=false
+
+WORKDIR /app
+COPY requirements.txt .
+RUN pip install -r requirements.txt \
+ && if [ "$JAX_GPU" = "1" ]; then pip install "jax[cuda12]==$(pip show jax | sed -n 's/^Version: //p')"; fi
+
+COPY attsvm/ attsvm/
+COPY ui/ ui/
+COPY pages/ pages/
+COPY app.py .
+COPY .streamlit/config.toml .streamlit/config.toml
+
+RUN useradd --create-home --uid 10001 attsvm
+USER attsvm
+EXPOSE 8501
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s \
+  CMD python -c "import urllib.request as u; u.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4)"
+CMD ["streamlit", "run", "app.py", "--server.address=0.0.0.0", "--server.port=8501"]
