@@ -39,6 +39,7 @@ if (ROOT / "pages" / "reproduce.py").exists():
 NO_CHARTS_ON_LOAD = {"overview", "reproduce"}     # reproduce draws after its Run buttons
 PAGE_TIMEOUT_MS = 60_000
 BAD = '[data-testid="stException"], [data-testid="stAlertContentError"]'
+BUSY = '[data-testid="stSpinner"], [data-testid="stSkeleton"], [data-testid="stProgress"]'
 
 
 def _unavailable(reason: str):
@@ -121,15 +122,14 @@ def _settle(page, charts: bool = False):
     page.wait_for_selector('[data-testid="stMain"] h1', timeout=PAGE_TIMEOUT_MS)
     page.wait_for_selector('[data-testid="stSidebar"] [data-testid="stPageLink-NavLink"]',
                            timeout=PAGE_TIMEOUT_MS)
-    deadline = time.time() + PAGE_TIMEOUT_MS / 1000
-    while time.time() < deadline:
-        running = page.locator('[data-testid="stStatusWidget"]').count()
-        if not running:
-            break
-        time.sleep(0.3)
     if charts:
         page.wait_for_selector(".vega-embed canvas, .vega-embed svg", timeout=PAGE_TIMEOUT_MS)
-    time.sleep(0.5)
+    # Cached calls show a spinner (or a skeleton, or a progress bar) while they compute;
+    # the page is done when none has been seen for a little while.
+    deadline, quiet = time.time() + PAGE_TIMEOUT_MS / 1000, 0
+    while time.time() < deadline and quiet < 4:
+        quiet = 0 if page.locator(BUSY).count() else quiet + 1
+        time.sleep(0.4)
 
 
 def _check_clean(page, name: str):
