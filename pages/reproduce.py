@@ -13,13 +13,14 @@ import streamlit as st
 import attsvm
 from attsvm import experiments, limits
 from attsvm.experiments.core import jsonable
-from ui import experiment_charts
+from ui import experiment_charts, hosted
 
 TTL = 3600
 HIDDEN = {"preset"}                       # fixed by the card
 
 
 @st.cache_data(max_entries=16, ttl=TTL, show_spinner=False)
+@hosted.metered
 def run_experiment(name: str, overrides_json: str) -> experiments.Result:
     """One experiment run (cached by name and settings; the progress bar is replayed)."""
     bar = st.progress(0.0, text="starting…")
@@ -89,7 +90,7 @@ def card(name: str):
                         overrides[f.name] = value
                 experiments.settings(name, **overrides)       # validate now
             except ValueError as exc:
-                st.error(f"**Cannot run this:** {exc}", icon="🚫")
+                st.error(f"**Cannot run this:** {hosted.escape_markdown(exc)}", icon="🚫")
                 return
         last = f"repro-{name}-last"
         if st.button("Run", key=f"repro-{name}-run", type="primary"):
@@ -100,7 +101,7 @@ def card(name: str):
         try:
             res = run_experiment(name, st.session_state[last])
         except ValueError as exc:            # settings over the budget, infeasible data, …
-            st.error(f"**Cannot run this:** {exc}", icon="🚫")
+            st.error(f"**Cannot run this:** {hosted.escape_markdown(exc)}", icon="🚫")
             return
         st.success(f"**Ours ({res.seconds:.1f} s):** {res.summary['text']}")
         chart = experiment_charts.chart(res)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import threading
 import time
 
@@ -31,6 +32,18 @@ def load_secrets_mode() -> None:
         "ATTSVM_MODE" in st.secrets  # noqa: B015 - parsing is the side effect we want
     except Exception:  # no secrets file, or an unreadable one: the environment decides
         pass
+
+
+_MARKDOWN_ACTIVE = re.compile(r"([\\\[\]()!<>*_~|#$:])")
+
+
+def escape_markdown(text) -> str:
+    """An error message made inert for st.error: outside its `code spans`, every character
+    that Markdown or Streamlit would act on (links, images, HTML, emphasis, math, :colors[])
+    is backslash-escaped, so text a visitor typed shows literally."""
+    parts = re.split(r"(`[^`]*`)", str(text))
+    return "".join(p if p.startswith("`") and p.endswith("`") and len(p) > 1
+                   else _MARKDOWN_ACTIVE.sub(r"\\\1", p) for p in parts)
 
 
 def clean_link() -> dict:

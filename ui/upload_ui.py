@@ -12,6 +12,7 @@ import attsvm
 from attsvm import io as aio
 from attsvm import limits
 
+from . import hosted
 from .specs import ProblemSpec, custom_spec
 
 FORMAT_HELP = (
@@ -42,7 +43,7 @@ def upload_problem(*, key: str = "upload") -> attsvm.Problem | None:
         st.session_state[memo] = got          # one entry per session: the current file
     _, prob, error = got
     if error:
-        st.error(f"**This file cannot be used:** {error}", icon="🚫")
+        st.error(f"**This file cannot be used:** {hosted.escape_markdown(error)}", icon="🚫")
         return None
     if prob.head != "linear":
         st.error("**This file cannot be used here:** the explorer's uploads use the linear "

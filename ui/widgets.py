@@ -21,7 +21,7 @@ def explained():
     try:
         yield
     except ValueError as exc:
-        st.error(f"**Cannot run this:** {exc}", icon="🚫")
+        st.error(f"**Cannot run this:** {hosted.escape_markdown(exc)}", icon="🚫")
         st.stop()
 
 

@@ -32,10 +32,11 @@ PAGE_KEYS = {
 
 
 def no_raw_markup(at) -> None:
-    """User text reaches the page only inside code spans: no live HTML, links or images."""
+    """User text reaches the page only inside code spans or backslash-escaped: no live HTML,
+    links or images."""
     for el in list(at.markdown) + list(at.caption) + list(at.error) + list(at.warning):
-        outside = re.sub(r"`[^`]*`", "", el.value)
-        assert "<script" not in outside and "](http://evil" not in outside, el.value
+        outside = re.sub(r"\\.", "", re.sub(r"`[^`]*`", "", el.value))
+        assert "<script" not in outside and "](http" not in outside, el.value
 
 
 @pytest.mark.parametrize("page", list(PAGE_KEYS))
@@ -81,6 +82,21 @@ def test_page_controls_refuse_out_of_range_values(page, key, value):
     assert_clean(at)
     assert at.number_input(key=key).value == before
     assert charts(at)
+
+
+REPRO_TEXT = ["repro-multi-token-ds", "repro-svm-rank-pairs", "repro-overparameterization-param"]
+
+
+@pytest.mark.parametrize("value", ["![x](http://evil.example/p.png)", "<script>alert(1)</script>",
+                                   "(" * 500, "(1e309, nan)", "(10**9,)", "9" * 5000, "{'a': 1}"])
+def test_free_text_settings_on_the_reproduce_page_are_refused_inertly(value):
+    at = open_page("reproduce.py")
+    for key in REPRO_TEXT:
+        at.text_input(key=key).set_value(value).run()
+        assert_clean(at)
+    assert len(at.error) == len(REPRO_TEXT)               # one refusal per card
+    assert all("Cannot run this" in e.value for e in at.error)
+    no_raw_markup(at)
 
 
 # -- the upload path --------------------------------------------------------------------------
