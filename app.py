@@ -10,10 +10,6 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import streamlit as st  # noqa: E402
 
-from ui import hosted, sidebar  # noqa: E402
-
-hosted.load_secrets_mode()
-
 st.set_page_config(page_title="attsvm — Transformers as SVMs", page_icon=":material/hub:",
                    layout="wide")
 
@@ -36,7 +32,13 @@ pages = [st.Page(f"pages/{file}", title=title, icon=f":material/{icon}:", url_pa
                  default=url is None)
          for file, title, icon, url in PAGES if (here / "pages" / file).exists()]
 # The sidebar draws the page links itself so that they carry the settings in the URL.
+# Registered before the heavy imports below: until some run reaches st.navigation, a fresh
+# server treats pages/ as the legacy layout (and shows "Page not found" for deep links).
 page = st.navigation(pages, position="hidden")
+
+from ui import hosted, sidebar  # noqa: E402  (imports JAX)
+
+hosted.load_secrets_mode()
 link = hosted.clean_link()
 sidebar.render(pages)
 try:

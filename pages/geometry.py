@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 import attsvm
-from ui import cache, charts
+from ui import cache, charts, frames
 from ui.sidebar import specs
 from ui.specs import ProblemSpec, custom_spec
 from ui.widgets import BOUND, check_gd, explained
@@ -94,7 +94,6 @@ if not fro.feasible:
                "mapping by the query. GD still runs: its selection is reported below.")
 
 # -- numbers -----------------------------------------------------------------------------
-Q = prob.query_view()[0][:, 0, :]
 cols = st.columns(4)
 for col, (label, run) in zip(cols[:2], runs.items(), strict=True):
     sel = run.alpha
@@ -115,72 +114,19 @@ show = st.segmented_control("Separating lines of", ["Frobenius", "nuclear"], key
                             help="the SVM whose lines and support tokens are drawn: "
                                  "W^mm (Frobenius) or W^mm_* (nuclear)")
 sol = fro if show == "Frobenius" else nuc
-g = attsvm.token_scores(prob)
-rows = []
-for i in range(n):
-    for t in range(T):
-        role = ("optimal" if t == opt[i] else
-                "support token" if sol.feasible and sol.support[i, t] else "")
-        rows.append(dict(seq=f"seq {i}", token=t, x1=prob.X[i, t, 0], x2=prob.X[i, t, 1],
-                         score=g[i, t], optimal=t == opt[i],
-                         support=bool(sol.feasible and sol.support[i, t]), label=role))
-tokens = pd.DataFrame(rows)
-span = float(np.abs(prob.X).max() * 1.35) or 1.0
-lines, arrows = [], []
-if sol.feasible:
-    for i in range(n):
-        w = sol.W @ Q[i]
-        nw = float(w @ w)
-        if nw == 0:
-            continue
-        c = float(prob.X[i, opt[i]] @ w) - 0.5          # {x : xᵀw = x_optᵀw − ½}
-        p0, perp = c * w / nw, np.array([-w[1], w[0]]) / np.sqrt(nw)
-        for s in (-4 * span, 4 * span):
-            x = p0 + s * perp
-            lines.append(dict(seq=f"seq {i}", x1=x[0], x2=x[1]))
-        for nm, S in sols.items():
-            if S.feasible:
-                u = S.W @ Q[i]
-                u = 0.9 * span * u / (np.linalg.norm(u) or 1.0)
-                arrows += [dict(seq=f"seq {i}", norm=nm, x1=0.0, x2=0.0, key=f"{nm}{i}"),
-                           dict(seq=f"seq {i}", norm=nm, x1=u[0], x2=u[1], key=f"{nm}{i}")]
+tokens, lines, arrows = frames.geometry_tokens(prob, opt, sol, sols)
 scale = st.segmented_control(
     "GD paths", ["raw", "direction"], key="geo_scale", default="raw", required=True, **BOUND,
     help="**raw**: W(k) z_i, as the paper draws them; **direction**: W(k) z_i / ‖W(k)‖_F, "
          "which converges to W^mm z_i / ‖W^mm‖_F (resp. the nuclear solution)")
-paths, rays = [], []
-for label, run in runs.items():
-    P = np.einsum("kde,ne->knd", run.W, Q)                     # (k, n, 2) W(k) z_i
-    if scale == "direction":
-        nrm = np.linalg.norm(run.W, axis=(1, 2))[:, None, None]
-        P = np.divide(P, nrm, out=np.full_like(P, np.nan), where=nrm > 0)
-    for i in range(n):
-        paths.append(pd.DataFrame({"seq": f"z_{i}", "param": label, "step": run.steps,
-                                   "p1": P[:, i, 0], "p2": P[:, i, 1],
-                                   "key": f"{label}{i}"}))
-paths = pd.concat(paths)
-reach = float(np.nanmax(np.abs(paths[["p1", "p2"]].to_numpy()))) if len(paths) else 1.0
-for nm, S in (("W^mm z_i", fro), ("W^mm_* z_i", nuc)):
-    if S.feasible:
-        for i in range(n):
-            u = S.W @ Q[i]
-            if scale == "direction":     # the limit point of W(k) z_i / ‖W(k)‖_F
-                u = u / np.linalg.norm(S.W)
-            else:
-                u = 1.15 * reach * u / (np.linalg.norm(u) or 1.0)
-            rays.append(pd.DataFrame({"seq": f"z_{i}", "norm": nm, "p1": [0.0, u[0]],
-                                      "p2": [0.0, u[1]], "key": f"{nm}{i}"}))
+paths, rays = frames.geometry_paths(prob, runs, sols, direction=scale == "direction")
 left, right = st.columns(2)
 left.altair_chart(charts.geometry_tokens(
-    tokens, pd.DataFrame(lines, columns=["seq", "x1", "x2"]),
-    pd.DataFrame(arrows, columns=["seq", "norm", "x1", "x2", "key"]),
-    title=f"Tokens, optimal ★, support ○, separating lines of "
+    tokens, lines, arrows, title=f"Tokens, optimal ★, support ○, separating lines of "
           f"{'W^mm' if show == 'Frobenius' else 'W^mm_*'}"))
 left.caption("Dotted: for each query, the line {x : xᵀ(W z_i) = x_optᵀ(W z_i) − ½}, halfway "
              "between the optimal token and the margin-1 level of its support tokens. "
              "Solid/dashed arrows: the directions W^mm z_i and W^mm_* z_i.")
-rays = (pd.concat(rays) if rays else
-        pd.DataFrame(columns=["seq", "norm", "p1", "p2", "key"]))
 right.altair_chart(charts.geometry_paths(
     paths, rays, axis="W z_i" if scale == "raw" else "W z_i/‖W‖",
     title="GD paths W(k) z_i (solid W, dashed K Qᵀ)"))

@@ -65,3 +65,72 @@ def differing(alpha, opt) -> list[int]:
 
 def describe(alpha) -> str:
     return selection_label(alpha)
+
+
+# -- 2-D geometry (d = 2) -----------------------------------------------------------------
+def geometry_tokens(prob, opt, sol, sols: dict):
+    """Tokens, separating lines and SVM arrows in the token plane.
+
+    Returns (tokens, lines, arrows): tokens with roles; for each query the line
+    {x : xᵀw_i = x_{i,opt}ᵀw_i − ½}, w_i = W z_i of `sol` (halfway between the optimal
+    token and the margin-1 level); arrows along S.W z_i for each named solution in `sols`.
+    """
+    Q = prob.query_view()[0][:, 0, :]                      # (n, 2)
+    n, T = prob.n, prob.T
+    g = attsvm.token_scores(prob)
+    sup = sol.support if sol.feasible else np.zeros((n, T), bool)
+    seq, tok = np.meshgrid(np.arange(n), np.arange(T), indexing="ij")
+    optimal = tok == np.asarray(opt)[:, None]
+    tokens = pd.DataFrame({
+        "seq": [f"seq {i}" for i in seq.ravel()], "token": tok.ravel(),
+        "x1": prob.X[..., 0].ravel(), "x2": prob.X[..., 1].ravel(), "score": g.ravel(),
+        "optimal": optimal.ravel(), "support": sup.ravel(),
+        "label": np.where(optimal, "optimal", np.where(sup, "support token", "")).ravel()})
+    span = float(np.abs(prob.X).max() * 1.35) or 1.0
+    lines, arrows = [], []
+    for i in range(n if sol.feasible else 0):
+        w = sol.W @ Q[i]
+        nw = float(w @ w)
+        if nw == 0:
+            continue
+        p0 = (float(prob.X[i, opt[i]] @ w) - 0.5) * w / nw
+        perp = np.array([-w[1], w[0]]) / np.sqrt(nw)
+        lines += [dict(seq=f"seq {i}", x1=x[0], x2=x[1])
+                  for x in (p0 - 4 * span * perp, p0 + 4 * span * perp)]
+        for name, S in sols.items():
+            if S.feasible:
+                u = S.W @ Q[i]
+                u = 0.9 * span * u / (np.linalg.norm(u) or 1.0)
+                arrows += [dict(seq=f"seq {i}", norm=name, x1=a, x2=b, key=f"{name}{i}")
+                           for a, b in ((0.0, 0.0), (u[0], u[1]))]
+    return (tokens, pd.DataFrame(lines, columns=["seq", "x1", "x2"]),
+            pd.DataFrame(arrows, columns=["seq", "norm", "x1", "x2", "key"]))
+
+
+def geometry_paths(prob, runs: dict, sols: dict, *, direction: bool):
+    """GD paths W(k) z_i of each named run (optionally divided by ‖W(k)‖_F) and the SVM
+    rays S.W z_i (to the paths' reach; in the direction view, to the limit point
+    S.W z_i / ‖S.W‖_F). Returns (paths, rays)."""
+    Q = prob.query_view()[0][:, 0, :]
+    paths = []
+    for label, run in runs.items():
+        P = np.einsum("kde,ne->knd", run.W, Q)                 # (k, n, 2)
+        if direction:
+            nrm = np.linalg.norm(run.W, axis=(1, 2))[:, None, None]
+            P = np.divide(P, nrm, out=np.full_like(P, np.nan), where=nrm > 0)
+        paths += [pd.DataFrame({"seq": f"z_{i}", "param": label, "step": run.steps,
+                                "p1": P[:, i, 0], "p2": P[:, i, 1], "key": f"{label}{i}"})
+                  for i in range(prob.n)]
+    paths = pd.concat(paths)
+    reach = float(np.nanmax(np.abs(paths[["p1", "p2"]].to_numpy(dtype=float))))
+    reach = reach if np.isfinite(reach) and reach > 0 else 1.0
+    rays = []
+    for name, S in sols.items():
+        for i in range(prob.n if S.feasible else 0):
+            u = S.W @ Q[i]
+            u = u / np.linalg.norm(S.W) if direction else 1.15 * reach * u / (
+                np.linalg.norm(u) or 1.0)
+            rays.append(pd.DataFrame({"seq": f"z_{i}", "norm": name, "p1": [0.0, u[0]],
+                                      "p2": [0.0, u[1]], "key": f"{name}{i}"}))
+    rays = pd.concat(rays) if rays else pd.DataFrame(columns=["seq", "norm", "p1", "p2", "key"])
+    return paths, rays
