@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 import attsvm
-from ui import cache, charts, export_ui
+from ui import cache, charts, export_ui, frames
 from ui.sidebar import specs
 from ui.specs import ProblemSpec
 from ui.widgets import BOUND, build, check_gd, explained
@@ -74,18 +74,7 @@ if not gen.feasible:
                "the kept tokens from the masked ones with equal logits inside O_i.")
 
 # -- correlation curves ------------------------------------------------------------------
-refs = {}
-if gen.feasible and np.any(gen.W_dir):
-    nd = float(np.sum(gen.W_dir ** 2))
-    R = np.einsum("kij,ij->k", run.W - gen.W_fin, gen.W_dir) / nd         # R_k, least squares
-    pred = gen.W_fin[None] + R[:, None, None] * gen.W_dir[None]
-    num = np.einsum("kij,kij->k", run.W, pred)
-    den = np.linalg.norm(run.W, axis=(1, 2)) * np.linalg.norm(pred, axis=(1, 2))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        refs["W^fin + R_k·W^dir (generalized SVM)"] = 1 - num / den
-    refs["W^dir alone"] = 1 - attsvm.correlation(run.W, gen.W_dir)
-if one.feasible:
-    refs["one-token SVM W^mm_α"] = 1 - attsvm.correlation(run.W, one.W)
+refs = frames.generalized_gaps(run, gen, one)
 cols = st.columns(len(refs) or 1)
 for col, (name, v) in zip(cols, refs.items(), strict=False):
     col.metric(f"1 − corr with {name}", f"{v[-1]:.2e}")

@@ -6,7 +6,7 @@ import streamlit as st
 import attsvm
 from attsvm import limits
 from attsvm.metrics import RANK_RTOL
-from ui import cache, charts, export_ui, hosted
+from ui import cache, charts, export_ui, frames, hosted
 from ui.sidebar import specs
 from ui.widgets import BOUND, build, check_gd, check_svm, explained
 
@@ -34,14 +34,7 @@ for param, label in (("W", "W"), ("KQ", "K Qᵀ")):
     check_gd(prob, t)
     with explained():
         runs[label] = cache.train(pspec, t)
-frames_ = []
-for label, run in runs.items():
-    S = run.singular_values                                     # (k, d)
-    rel = np.divide(S, S[:, :1], out=np.zeros_like(S), where=S[:, :1] > 0)
-    k, d = rel.shape
-    frames_.append(pd.DataFrame({"step": np.repeat(run.steps, d), "j": np.tile(np.arange(d), k),
-                                 "sigma": np.clip(rel.ravel(), 1e-18, None), "param": label}))
-st.altair_chart(charts.singular_values(pd.concat(frames_), rtol=RANK_RTOL,
+st.altair_chart(charts.singular_values(frames.singular_values(runs), rtol=RANK_RTOL,
                                        title="Singular values of W(k), relative to the largest"))
 rk = pd.concat([pd.DataFrame({"step": r.steps, "rank": attsvm.numerical_rank(r.W),
                               "GD on": label}) for label, r in runs.items()])

@@ -134,3 +134,34 @@ def geometry_paths(prob, runs: dict, sols: dict, *, direction: bool):
                                       "p2": [0.0, u[1]], "key": f"{name}{i}"}))
     rays = pd.concat(rays) if rays else pd.DataFrame(columns=["seq", "norm", "p1", "p2", "key"])
     return paths, rays
+
+
+# -- rank and nonlinear heads ---------------------------------------------------------------
+def singular_values(runs: dict) -> pd.DataFrame:
+    """σ_j(W(k)) / σ_1(W(k)) of each named run: step, j, sigma, param."""
+    parts = []
+    for label, run in runs.items():
+        S = run.singular_values                                     # (k, d)
+        rel = np.divide(S, S[:, :1], out=np.zeros_like(S), where=S[:, :1] > 0)
+        k, d = rel.shape
+        parts.append(pd.DataFrame({"step": np.repeat(run.steps, d),
+                                   "j": np.tile(np.arange(d), k),
+                                   "sigma": np.clip(rel.ravel(), 1e-18, None), "param": label}))
+    return pd.concat(parts)
+
+
+def generalized_gaps(run, gen, one) -> dict:
+    """1 − corr(W(k), ·) for the generalized SVM W^fin + R_k·W^dir (R_k fitted by least
+    squares at every k), W^dir alone and the one-token SVM; unavailable ones are left out."""
+    refs = {}
+    if gen.feasible and np.any(gen.W_dir):
+        R = np.einsum("kij,ij->k", run.W - gen.W_fin, gen.W_dir) / float(np.sum(gen.W_dir ** 2))
+        pred = gen.W_fin[None] + R[:, None, None] * gen.W_dir[None]     # (k, d, d)
+        num = np.einsum("kij,kij->k", run.W, pred)
+        den = np.linalg.norm(run.W, axis=(1, 2)) * np.linalg.norm(pred, axis=(1, 2))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            refs["W^fin + R_k·W^dir (generalized SVM)"] = 1 - num / den
+        refs["W^dir alone"] = 1 - attsvm.correlation(run.W, gen.W_dir)
+    if one.feasible:
+        refs["one-token SVM W^mm_α"] = 1 - attsvm.correlation(run.W, one.W)
+    return refs
