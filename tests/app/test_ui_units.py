@@ -1,0 +1,81 @@
+"""The app's pure helpers: live chunking, record intervals, chart frames, chart tooltips."""
+import json
+
+import numpy as np
+import pytest
+
+import attsvm
+from ui import charts, frames, live
+from ui.specs import ProblemSpec, TrainSpec, custom_spec, record_every
+
+
+@pytest.mark.parametrize("steps", [1, 7, 100, 500, 1000, 2000, 4999])
+def test_record_intervals_divide_steps_and_keep_charts_light(steps):
+    for r in (record_every(steps), live.live_every(steps)):
+        assert steps % r == 0 and steps // r <= 200
+    if steps >= 10 and steps % 10 == 0:
+        assert (steps // live.live_every(steps)) % 10 == 0      # whole live chunks
+
+
+@pytest.mark.parametrize("param", ["W", "KQ"])
+def test_live_chunks_reproduce_a_one_shot_run(param):
+    pspec = ProblemSpec(n=3, T=4, d=5, seed=2)
+    tspec = TrainSpec(param=param, steps=100)
+    prob = pspec.build()
+    run = live.new_run(pspec, tspec)
+    while not run["done"]:
+        live.step_run(run, prob, tspec, 10)
+    one = attsvm.train(prob, param=param, steps=100, record_every=run["every"],
+                       seed=tspec.init_seed)
+    np.testing.assert_array_equal(run["steps"], one.steps)
+    np.testing.assert_allclose(run["W"], one.W, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(run["probs"], one.probs, rtol=0, atol=1e-12)
+
+
+def test_separating_lines_sit_halfway_to_the_margin():
+    prob = attsvm.paper_problem("geometry-1")
+    opt = attsvm.optimal_tokens(prob)
+    fro = attsvm.solve_att_svm(prob)
+    tokens, lines, arrows = frames.geometry_tokens(prob, opt, fro, {"W^mm z_i": fro})
+    assert tokens["optimal"].sum() == prob.n and tokens["support"].sum() == fro.support.sum()
+    Q = prob.Z
+    for i in range(prob.n):
+        w = fro.W @ Q[i]
+        pts = lines[lines["seq"] == f"seq {i}"][["x1", "x2"]].to_numpy()
+        np.testing.assert_allclose(pts @ w, prob.X[i, opt[i]] @ w - 0.5, atol=1e-9)
+    assert len(arrows) == 2 * prob.n
+
+
+def test_custom_spec_round_trips_the_arrays():
+    prob = attsvm.paper_problem("geometry-2")
+    spec = custom_spec(prob.X, prob.Y, prob.Z, prob.v)
+    hash(spec)                                              # usable as a cache key
+    back = spec.build()
+    np.testing.assert_array_equal(back.X, prob.X)
+    np.testing.assert_array_equal(back.Z, prob.Z)
+
+
+def test_custom_spec_with_nan_is_refused_with_a_named_argument():
+    prob = attsvm.paper_problem("geometry-1")
+    X = prob.X.copy()
+    X[0, 0, 0] = np.nan
+    with pytest.raises(ValueError, match="`X`"):
+        custom_spec(X, prob.Y, prob.Z, prob.v).build()
+
+
+def test_every_chart_builder_has_tooltips():
+    prob = attsvm.random_problem(3, 4, 5, 0)
+    run = attsvm.train(prob, steps=20, record_every=2)
+    sol = attsvm.solve_att_svm(prob, run.alpha)
+    opt = attsvm.optimal_tokens(prob)
+    sw = frames.selected_weight(run.steps, run.probs, run.alpha)
+    built = [
+        charts.curves(sw, y="weight", color="sequence", title="t", y_title="y", rule_x=4,
+                      hline=0.5),
+        charts.margin_map(frames.margins(prob, run.W[-1], run.alpha, sol, opt), title="m"),
+        charts.singular_values(frames.singular_values({"W": run}), title="s", rtol=1e-4),
+    ]
+    for chart in built:
+        spec = json.dumps(chart.to_dict())
+        layers = spec.count('"mark"')
+        assert spec.count('"tooltip"') >= layers, "a layer without tooltips"
