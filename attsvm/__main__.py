@@ -9,6 +9,7 @@ version, backend, time, the summary with the paper's statistic next to ours) and
 (plus chart.png when vl-convert-python is installed). A progress bar goes to stderr, one
 summary line per experiment to stdout.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,7 +20,6 @@ import os
 import sys
 import time
 from pathlib import Path
-
 
 from . import __version__, experiments
 from .experiments.core import jsonable
@@ -46,7 +46,9 @@ def _overrides(args, name: str) -> dict:
         if key.strip() in fields:
             out[key.strip()] = _parse_value(value.strip())
         elif args.name != "all":
-            raise ValueError(f"`--set {key}` must name a setting of {name!r} {sorted(fields)}; got {key!r}")
+            raise ValueError(
+                f"`--set {key}` must name a setting of {name!r} {sorted(fields)}; got {key!r}"
+            )
     return out
 
 
@@ -64,8 +66,10 @@ class Bar:
             return
         self.last = now
         full = int(round(frac * self.width))
-        line = (f"\r{self.name:<22} [{'#' * full}{'.' * (self.width - full)}] {100 * frac:5.1f}% "
-                f"{now - self.t0:6.1f}s  {text[:60]:<60}")
+        line = (
+            f"\r{self.name:<22} [{'#' * full}{'.' * (self.width - full)}] {100 * frac:5.1f}% "
+            f"{now - self.t0:6.1f}s  {text[:60]:<60}"
+        )
         self.stream.write(line)
         if frac >= 1.0:
             self.stream.write("\n")
@@ -91,9 +95,16 @@ def write_result(res, out: Path, *, charts: bool = True, png: bool = True) -> li
         path = out / f"{key}.csv"
         df.to_csv(path, index=False)
         files.append(path)
-    meta = dict(experiment=res.name, attsvm_version=__version__, settings=res.settings,
-                seconds=res.seconds, backend=res.backend, summary=res.summary,
-                notes=list(res.notes), title=experiments.title(res.name))
+    meta = dict(
+        experiment=res.name,
+        attsvm_version=__version__,
+        settings=res.settings,
+        seconds=res.seconds,
+        backend=res.backend,
+        summary=res.summary,
+        notes=list(res.notes),
+        title=experiments.title(res.name),
+    )
     path = out / "settings.json"
     path.write_text(json.dumps(jsonable(meta), indent=2, ensure_ascii=False))
     files.append(path)
@@ -113,16 +124,19 @@ def write_result(res, out: Path, *, charts: bool = True, png: bool = True) -> li
                 ch.save(str(path), scale_factor=1.5)
                 files.append(path)
     elif charts:
-        print("note: ui/experiment_charts.py not found beside attsvm/; charts skipped",
-              file=sys.stderr)
+        print(
+            "note: ui/experiment_charts.py not found beside attsvm/; charts skipped",
+            file=sys.stderr,
+        )
     return files
 
 
 def reproduce(args) -> int:
     names = list(experiments.EXPERIMENTS) if args.name == "all" else [args.name]
     if args.name != "all" and args.name not in experiments.EXPERIMENTS:
-        raise ValueError(f"`NAME` must be one of {list(experiments.EXPERIMENTS) + ['all']}; "
-                         f"got {args.name!r}")
+        raise ValueError(
+            f"`NAME` must be one of {list(experiments.EXPERIMENTS) + ['all']}; got {args.name!r}"
+        )
     plans = [(name, experiments.settings(name, **_overrides(args, name))) for name in names]
     t0 = time.perf_counter()
     for name, s in plans:
@@ -134,7 +148,8 @@ def reproduce(args) -> int:
         for note in res.notes:
             print(f"  note: {note}")
     if len(plans) > 1:
-        print(f"all {len(plans)} experiments in {time.perf_counter() - t0:.1f} s; files in {args.out}/")
+        total = time.perf_counter() - t0
+        print(f"all {len(plans)} experiments in {total:.1f} s; files in {args.out}/")
     return 0
 
 
@@ -143,30 +158,44 @@ def use_cpu_cores(n: int | None) -> None:
     Only possible before JAX starts its backends; numbers do not depend on it (see
     attsvm.experiments.core)."""
     import jax
+
     try:
         jax.config.update("jax_num_cpu_devices", int(n or os.cpu_count() or 1))
-    except RuntimeError:          # a backend is already running (e.g. in tests): keep it
+    except RuntimeError:  # a backend is already running (e.g. in tests): keep it
         pass
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m attsvm",
-                                     description="Reproduce 'Transformers as Support Vector Machines'.")
+    parser = argparse.ArgumentParser(
+        prog="python -m attsvm", description="Reproduce 'Transformers as Support Vector Machines'."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="list the experiments")
     rp = sub.add_parser("reproduce", help="run an experiment (or all) and write its files")
     rp.add_argument("name", help="experiment name, or 'all'")
-    rp.add_argument("--runs", type=int, help="runs (per cell / per d) where the experiment has them")
+    rp.add_argument(
+        "--runs", type=int, help="runs (per cell / per d) where the experiment has them"
+    )
     rp.add_argument("--seed", type=int, help="the initialization / data seed")
     rp.add_argument("--steps", type=int, help="GD steps where the experiment has them")
-    rp.add_argument("--set", action="append", metavar="KEY=VALUE",
-                    help="any other setting, e.g. --set ds='(4, 6)' --set style=published")
+    rp.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="any other setting, e.g. --set ds='(4, 6)' --set style=published",
+    )
     rp.add_argument("--out", default="reproduce-out", help="output folder (default reproduce-out)")
     rp.add_argument("--no-chart", action="store_true", help="skip the chart files")
-    rp.add_argument("--no-png", action="store_true", help="skip chart.png even if vl-convert is installed")
+    rp.add_argument(
+        "--no-png", action="store_true", help="skip chart.png even if vl-convert is installed"
+    )
     rp.add_argument("--quiet", action="store_true", help="no progress bar")
-    rp.add_argument("--cpu-devices", type=int, default=None,
-                    help="CPU devices for JAX sweeps (default: one per core)")
+    rp.add_argument(
+        "--cpu-devices",
+        type=int,
+        default=None,
+        help="CPU devices for JAX sweeps (default: one per core)",
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "list":

@@ -8,22 +8,21 @@ loop of `attsvm.bench` (`numpy_gd`, one run at a time, manual gradients) for eve
 plus one Clarabel solve (`solve_att_svm`) per SVM. That baseline is measured on a few runs /
 solves of each shape and extrapolated linearly (every run of a shape costs the same).
 """
+
 from __future__ import annotations
 
 import argparse
 import statistics
 import time
 
-import numpy as np
-
 from . import experiments, problems
 from .__main__ import use_cpu_cores
 from .svm import solve_att_svm
 from .train import backend, default_init
 
-try:                                   # the core benchmark's per-step loop, when present
+try:  # the core benchmark's per-step loop, when present
     from .bench import numpy_gd
-except ImportError:                    # pragma: no cover
+except ImportError:  # pragma: no cover
     numpy_gd = None
 
 
@@ -47,7 +46,7 @@ def workload(res) -> dict:
     elif name == "multi-token":
         for r in f["counts"].itertuples():
             add(gd, (s["n"], s["T"], r.d), (r.seeds_tried - r.all_plus) * s["steps"])
-            add(svm, (s["n"], s["T"], r.d, "fro"), 3 * r.accepted)   # W^dir, W^fin, one-token
+            add(svm, (s["n"], s["T"], r.d, "fro"), 3 * r.accepted)  # W^dir, W^fin, one-token
     elif name == "svm-rank":
         for r in f["cells"].itertuples():
             add(svm, (r.n, r.T, r.d, r.norm), r.drawn if r.norm == "fro" else r.instances)
@@ -75,7 +74,7 @@ def _per_solve(key, count: int = 3) -> float:
         t = time.perf_counter()
         solve_att_svm(p, problems.token_scores(p).argmax(-1), norm)
         ts.append(time.perf_counter() - t)
-    return statistics.median(ts[1:])           # the first includes cvxpy's compilation
+    return statistics.median(ts[1:])  # the first includes cvxpy's compilation
 
 
 def baseline(load: dict) -> float | None:
@@ -90,13 +89,19 @@ def main(argv=None) -> None:
     ap.add_argument("names", nargs="*", default=list(experiments.EXPERIMENTS))
     ap.add_argument("--repeats", type=int, default=3, help="warm runs per experiment")
     ap.add_argument("--no-baseline", action="store_true")
-    ap.add_argument("--cpu-devices", type=int, default=None,
-                    help="CPU devices for JAX sweeps (default: one per core)")
+    ap.add_argument(
+        "--cpu-devices",
+        type=int,
+        default=None,
+        help="CPU devices for JAX sweeps (default: one per core)",
+    )
     args = ap.parse_args(argv)
     use_cpu_cores(args.cpu_devices)
     print(f"backend: {backend()}")
-    print(f"{'experiment':<22} {'cold s':>8} {'warm median s':>14} {'cpu s':>7} {'warm runs':>10} "
-          f"{'loop baseline s':>16} {'speed-up':>9}")
+    print(
+        f"{'experiment':<22} {'cold s':>8} {'warm median s':>14} {'cpu s':>7} {'warm runs':>10} "
+        f"{'loop baseline s':>16} {'speed-up':>9}"
+    )
     for name in args.names:
         t = time.perf_counter()
         res = experiments.run(name)
@@ -112,8 +117,10 @@ def main(argv=None) -> None:
         base = None if args.no_baseline else baseline(workload(res))
         ratio = f"{base / med:8.0f}x" if base else "      n/a"
         base_s = f"{base:16.1f}" if base else f"{'n/a':>16}"
-        print(f"{name:<22} {cold:8.2f} {med:14.2f} {med_cpu:7.1f} {len(warm):10d} {base_s} {ratio}",
-              flush=True)
+        print(
+            f"{name:<22} {cold:8.2f} {med:14.2f} {med_cpu:7.1f} {len(warm):10d} {base_s} {ratio}",
+            flush=True,
+        )
         print(f"    {res.summary['text'][:160]}", flush=True)
 
 

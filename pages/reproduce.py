@@ -1,5 +1,6 @@
 """Reproduce the paper: one card per experiment, the paper's settings as the preset, a Run
 button with progress, the chart, our statistic next to the paper's, and downloads."""
+
 from __future__ import annotations
 
 import ast
@@ -16,7 +17,7 @@ from attsvm.experiments.core import jsonable
 from ui import experiment_charts, hosted
 
 TTL = 3600
-HIDDEN = {"preset"}                       # fixed by the card
+HIDDEN = {"preset"}  # fixed by the card
 
 
 @st.cache_data(max_entries=16, ttl=TTL, show_spinner=False)
@@ -24,8 +25,11 @@ HIDDEN = {"preset"}                       # fixed by the card
 def run_experiment(name: str, overrides_json: str) -> experiments.Result:
     """One experiment run (cached by name and settings; the progress bar is replayed)."""
     bar = st.progress(0.0, text="starting…")
-    res = experiments.run(name, **json.loads(overrides_json),
-                          progress=lambda f, t: bar.progress(min(max(f, 0.0), 1.0), text=t))
+    res = experiments.run(
+        name,
+        **json.loads(overrides_json),
+        progress=lambda f, t: bar.progress(min(max(f, 0.0), 1.0), text=t),
+    )
     bar.progress(1.0, text=f"done in {res.seconds:.1f} s")
     return res
 
@@ -43,12 +47,15 @@ def _widget(name: str, field: str, default):
         return st.selectbox(field, ["accurate", "published"], index=0, key=key)
     if isinstance(default, str):
         return st.text_input(field, value=default, key=key)
-    text = st.text_input(field, value=repr(default), key=key,
-                         help="a Python literal, e.g. (4, 6, 8) or ('W', 'KQ')")
+    text = st.text_input(
+        field, value=repr(default), key=key, help="a Python literal, e.g. (4, 6, 8) or ('W', 'KQ')"
+    )
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
-        raise ValueError(f"`{field}` must be a Python literal like {default!r}; got {text!r}") from None
+        raise ValueError(
+            f"`{field}` must be a Python literal like {default!r}; got {text!r}"
+        ) from None
 
 
 def _downloads(name: str, res: experiments.Result, chart):
@@ -56,18 +63,39 @@ def _downloads(name: str, res: experiments.Result, chart):
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         for key, df in res.frames.items():
             z.writestr(f"{name}/{key}.csv", df.to_csv(index=False))
-    meta = dict(experiment=name, attsvm_version=attsvm.__version__, settings=res.settings,
-                seconds=res.seconds, backend=res.backend, summary=res.summary, notes=list(res.notes))
+    meta = dict(
+        experiment=name,
+        attsvm_version=attsvm.__version__,
+        settings=res.settings,
+        seconds=res.seconds,
+        backend=res.backend,
+        summary=res.summary,
+        notes=list(res.notes),
+    )
     c1, c2, c3 = st.columns(3)
-    c1.download_button("Data (CSV, zip)", buf.getvalue(), f"{name}-data.zip", "application/zip",
-                       key=f"repro-{name}-dl-csv")
-    c2.download_button("Settings + summary (JSON)", json.dumps(jsonable(meta), indent=2,
-                                                               ensure_ascii=False),
-                       f"{name}-settings.json", "application/json", key=f"repro-{name}-dl-json")
+    c1.download_button(
+        "Data (CSV, zip)",
+        buf.getvalue(),
+        f"{name}-data.zip",
+        "application/zip",
+        key=f"repro-{name}-dl-csv",
+    )
+    c2.download_button(
+        "Settings + summary (JSON)",
+        json.dumps(jsonable(meta), indent=2, ensure_ascii=False),
+        f"{name}-settings.json",
+        "application/json",
+        key=f"repro-{name}-dl-json",
+    )
     html = io.StringIO()
     chart.save(html, format="html")
-    c3.download_button("Chart (HTML)", html.getvalue(), f"{name}-chart.html", "text/html",
-                       key=f"repro-{name}-dl-html")
+    c3.download_button(
+        "Chart (HTML)",
+        html.getvalue(),
+        f"{name}-chart.html",
+        "text/html",
+        key=f"repro-{name}-dl-html",
+    )
 
 
 def card(name: str):
@@ -76,8 +104,9 @@ def card(name: str):
         st.subheader(f"{name} — {experiments.title(name)}")
         st.caption(f"**Paper:** {experiments.paper_statistic(name)}")
         for note in experiments.notes(name):
-            st.warning(f"**attsvm differs from the authors' code here:** {note}",
-                       icon=":material/rule:")
+            st.warning(
+                f"**attsvm differs from the authors' code here:** {note}", icon=":material/rule:"
+            )
         overrides = {}
         with st.expander("Settings (the paper's by default)"):
             try:
@@ -88,7 +117,7 @@ def card(name: str):
                         value = _widget(name, f.name, getattr(defaults, f.name))
                     if value != getattr(defaults, f.name):
                         overrides[f.name] = value
-                experiments.settings(name, **overrides)       # validate now
+                experiments.settings(name, **overrides)  # validate now
             except ValueError as exc:
                 st.error(f"**Cannot run this:** {hosted.escape_markdown(exc)}", icon="🚫")
                 return
@@ -100,7 +129,7 @@ def card(name: str):
             return
         try:
             res = run_experiment(name, st.session_state[last])
-        except ValueError as exc:            # settings over the budget, infeasible data, …
+        except ValueError as exc:  # settings over the budget, infeasible data, …
             st.error(f"**Cannot run this:** {hosted.escape_markdown(exc)}", icon="🚫")
             return
         st.success(f"**Ours ({res.seconds:.1f} s):** {res.summary['text']}")
@@ -117,6 +146,7 @@ st.title("Reproduce the paper")
 st.markdown(
     "Every experiment of *Transformers as Support Vector Machines*, with the authors' "
     "settings as the preset. Each card shows the statistic the paper reports next to ours. "
-    "The same runs are available headless: `python -m attsvm reproduce NAME` (or `all`).")
+    "The same runs are available headless: `python -m attsvm reproduce NAME` (or `all`)."
+)
 for exp in experiments.EXPERIMENTS:
     card(exp)

@@ -1,4 +1,5 @@
 """`python -m attsvm`: the files each experiment writes, `reproduce all`, and errors."""
+
 from __future__ import annotations
 
 import json
@@ -12,21 +13,49 @@ import attsvm
 from attsvm.__main__ import main
 
 ROOT = Path(__file__).resolve().parents[1]
-SMALL = ["--runs", "3", "--steps", "200", "--set", "ds=(4,)", "--set", "record_every=50",
-         "--set", "radii=3", "--set", "r_max=20.0", "--set", "restarts=0",
-         "--set", "pairs=((5, 5),)", "--set", "max_seeds=512", "--set", "max_draws=30"]
+SMALL = [
+    "--runs",
+    "3",
+    "--steps",
+    "200",
+    "--set",
+    "ds=(4,)",
+    "--set",
+    "record_every=50",
+    "--set",
+    "radii=3",
+    "--set",
+    "r_max=20.0",
+    "--set",
+    "restarts=0",
+    "--set",
+    "pairs=((5, 5),)",
+    "--set",
+    "max_seeds=512",
+    "--set",
+    "max_draws=30",
+]
 
 
 def test_reproduce_one_writes_data_settings_and_chart(tmp_path, capsys):
-    assert main(["reproduce", "geometry-1", "--steps", "100", "--out", str(tmp_path), "--quiet"]) == 0
+    assert (
+        main(["reproduce", "geometry-1", "--steps", "100", "--out", str(tmp_path), "--quiet"]) == 0
+    )
     out = tmp_path / "geometry-1"
-    for f in ("paths.csv", "tokens.csv", "rays.csv", "correlation.csv", "svm.csv", "settings.json",
-              "chart.html"):
+    for f in (
+        "paths.csv",
+        "tokens.csv",
+        "rays.csv",
+        "correlation.csv",
+        "svm.csv",
+        "settings.json",
+        "chart.html",
+    ):
         assert (out / f).is_file(), f
     meta = json.loads((out / "settings.json").read_text())
     assert meta["attsvm_version"] == attsvm.__version__
     assert meta["settings"]["steps"] == 100 and meta["summary"]["paper"]
-    assert len(pd.read_csv(out / "paths.csv")) == 2 * 2 * 101          # 2 params × 2 queries
+    assert len(pd.read_csv(out / "paths.csv")) == 2 * 2 * 101  # 2 params × 2 queries
     assert "<html" in (out / "chart.html").read_text().lower()
     line = capsys.readouterr().out
     assert "geometry-1" in line and "paper" in line
@@ -39,7 +68,7 @@ def test_reproduce_all_writes_every_experiment(tmp_path, capsys):
         assert (tmp_path / name / "chart.html").is_file(), name
     printed = capsys.readouterr().out
     assert "all 8 experiments" in printed
-    assert "svm-rank" in printed and "note:" in printed      # where the authors' code is wrong
+    assert "svm-rank" in printed and "note:" in printed  # where the authors' code is wrong
 
 
 def test_bad_input_is_an_error_message_not_a_traceback(tmp_path, capsys):
@@ -52,6 +81,11 @@ def test_bad_input_is_an_error_message_not_a_traceback(tmp_path, capsys):
 
 
 def test_module_entry_point_lists_experiments():
-    out = subprocess.run([sys.executable, "-m", "attsvm", "list"], capture_output=True, text=True,
-                         cwd=ROOT, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "attsvm", "list"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert out.returncode == 0 and "multi-token" in out.stdout

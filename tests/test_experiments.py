@@ -1,5 +1,6 @@
 """The experiments layer: exact bulk SVMs against the library's Clarabel solutions, every
 experiment at a tiny size, settings validation, and identical numbers on 1 and 4 devices."""
+
 from __future__ import annotations
 
 import json
@@ -32,16 +33,16 @@ def _instances():
 
 @pytest.mark.parametrize("norm", ["fro", "nuc"])
 def test_bulk_svm_matches_clarabel(norm):
-    probs, alphas = zip(*_instances())
+    probs, alphas = zip(*_instances(), strict=True)
     ours = fastsvm.solve_many(list(probs), list(alphas), norm)
-    for k, (p, a) in enumerate(zip(probs, alphas)):
+    for k, (p, a) in enumerate(zip(probs, alphas, strict=True)):
         ref = attsvm.solve_att_svm(p, a, norm)
         assert ours["feasible"][k] == ref.feasible, (k, ref.status)
         if not ref.feasible:
             continue
         assert ours["objective"][k] == pytest.approx(ref.objective, rel=2e-6)
         assert attsvm.numerical_rank(ours["W"][k]) == attsvm.numerical_rank(ref.W)
-        if norm == "fro":                   # unique solution: the matrices agree
+        if norm == "fro":  # unique solution: the matrices agree
             np.testing.assert_allclose(ours["W"][k], ref.W, rtol=0, atol=1e-6 * np.abs(ref.W).max())
             np.testing.assert_array_equal(ours["support"][k], ref.support)
 
@@ -72,7 +73,7 @@ def test_generalized_svm_matches_library():
     ours = multi_token.generalized_svm(p, W, s, 1e-3)
     ref = attsvm.solve_generalized_svm(p, W, threshold=1e-3)
     assert ours is not None and ref.feasible
-    for a, b in zip(ours, (ref.W_dir, ref.W_fin, ref.W_pred)):
+    for a, b in zip(ours, (ref.W_dir, ref.W_fin, ref.W_pred), strict=True):
         np.testing.assert_allclose(a, b, atol=1e-6 * max(1.0, np.abs(b).max()))
 
 
@@ -103,7 +104,9 @@ def test_experiment_runs_at_tiny_size(tiny_results, name):
     res = tiny_results[name]
     assert res.name == name and res.seconds > 0
     assert res.summary["text"] and res.summary["paper"]
-    assert all(len(df) > 0 for df in res.frames.values()), {k: len(v) for k, v in res.frames.items()}
+    assert all(len(df) > 0 for df in res.frames.values()), {
+        k: len(v) for k, v in res.frames.items()
+    }
     json.dumps(core.jsonable(dict(settings=res.settings, summary=res.summary)))
 
 
@@ -114,14 +117,14 @@ def test_local_convergence_statistics_are_sane(tiny_results):
     assert soft["mean"].between(0, 1).all()
     assert set(c.measure) == {"softmax", "corr_fro", "corr_nuc"}
     last = c[(c.step == 200) & (c.measure != "softmax")]
-    assert (last["mean"] > 0.5).all()                 # GD is heading for its SVM already
+    assert (last["mean"] > 0.5).all()  # GD is heading for its SVM already
     runs = res.frames["runs"]
     assert runs.feasible_fro.all() and len(runs) == 8
 
 
 def test_geometry_1_reproduces_the_papers_svms(tiny_results):
     svm = tiny_results["geometry-1"].frames["svm"]
-    np.testing.assert_allclose(svm.ours, svm.paper, atol=2e-4)   # PAPER.md §6 fact 6
+    np.testing.assert_allclose(svm.ours, svm.paper, atol=2e-4)  # PAPER.md §6 fact 6
     corr = tiny_results["geometry-1"].frames["correlation"]
     at100 = corr[(corr.param == "W") & (corr.svm == "fro") & (corr.step == 100)]["corr"].iloc[0]
     assert at100 == pytest.approx(0.625, abs=1e-3)
@@ -130,10 +133,10 @@ def test_geometry_1_reproduces_the_papers_svms(tiny_results):
 def test_svm_rank_reports_infeasible_instances_separately(tiny_results):
     cells = tiny_results["svm-rank"].frames["cells"]
     d2 = cells[(cells.d == 2) & (cells.norm == "fro")].iloc[0]
-    assert d2.drawn > d2.feasible                      # n=5, d=2: most instances infeasible
+    assert d2.drawn > d2.feasible  # n=5, d=2: most instances infeasible
     assert d2.instances == min(5, d2.feasible)
     fro5 = cells[(cells.d == 5) & (cells.norm == "fro")].iloc[0]
-    assert fro5.mean_rank == 5                         # rank W^mm = min(n, d)
+    assert fro5.mean_rank == 5  # rank W^mm = min(n, d)
 
 
 def test_svm_rank_published_style_counts_infeasible_as_rank_one():
@@ -158,17 +161,20 @@ def test_multi_token_counts_add_up(tiny_results):
     assert cnt.accepted <= 2 and cnt.accepted + rejected <= cnt.seeds_tried
 
 
-@pytest.mark.parametrize("name,bad,word", [
-    ("local-convergence", dict(runs=0), "runs"),
-    ("local-convergence", dict(params=("W", "X")), "params"),
-    ("multi-token", dict(ds=()), "ds"),
-    ("svm-rank", dict(style="pretty"), "style"),
-    ("svm-rank", dict(pairs=((5, 1),)), "pairs"),
-    ("overparameterization", dict(steps=-1), "steps"),
-    ("geometry-1", dict(preset="geometry-2"), "preset"),
-    ("sequence-causal", dict(modes=("both",)), "modes"),
-    ("regularization-path", dict(bogus=1), "bogus"),
-])
+@pytest.mark.parametrize(
+    "name,bad,word",
+    [
+        ("local-convergence", dict(runs=0), "runs"),
+        ("local-convergence", dict(params=("W", "X")), "params"),
+        ("multi-token", dict(ds=()), "ds"),
+        ("svm-rank", dict(style="pretty"), "style"),
+        ("svm-rank", dict(pairs=((5, 1),)), "pairs"),
+        ("overparameterization", dict(steps=-1), "steps"),
+        ("geometry-1", dict(preset="geometry-2"), "preset"),
+        ("sequence-causal", dict(modes=("both",)), "modes"),
+        ("regularization-path", dict(bogus=1), "bogus"),
+    ],
+)
 def test_bad_settings_are_refused_by_name(name, bad, word):
     with pytest.raises(ValueError, match=word):
         experiments.settings(name, **bad)
@@ -201,10 +207,20 @@ print(json.dumps(dict(devices=len(jax.devices()), W=W.tolist(),
 
 
 def _run_with_devices(n: int) -> dict:
-    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={n}",
-               ATTSVM_CHUNK="2", PYTHONPATH=str(ROOT))
-    out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
-                         text=True, timeout=600, cwd=ROOT)
+    env = dict(
+        os.environ,
+        XLA_FLAGS=f"--xla_force_host_platform_device_count={n}",
+        ATTSVM_CHUNK="2",
+        PYTHONPATH=str(ROOT),
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -212,6 +228,6 @@ def _run_with_devices(n: int) -> dict:
 def test_sweeps_give_identical_numbers_on_1_and_4_devices():
     one, four = _run_with_devices(1), _run_with_devices(4)
     assert (one["devices"], four["devices"]) == (1, 4)
-    assert one["W"] == four["W"]                       # bit for bit
+    assert one["W"] == four["W"]  # bit for bit
     assert one["curves"] == four["curves"]
     assert one["alpha"] == four["alpha"]

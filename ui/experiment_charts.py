@@ -3,6 +3,7 @@ result (pure: tidy DataFrames in, an Altair chart out; no Streamlit here).
 
 Used by the Reproduce page and by `python -m attsvm reproduce` (which saves them as HTML).
 """
+
 from __future__ import annotations
 
 import altair as alt
@@ -11,25 +12,38 @@ import pandas as pd
 
 W, H = 300, 230
 PARAM_LABEL = {"W": "GD on W", "KQ": "GD on (K, Q)"}
-MEASURE_LABEL = {"softmax": "softmax of the selected token",
-                 "corr_fro": "corr with W^mm_α (Frobenius)",
-                 "corr_nuc": "corr with W^mm_*,α (nuclear)"}
-SVM_COLORS = alt.Scale(domain=["corr with W^mm_α (Frobenius)", "corr with W^mm_*,α (nuclear)"],
-                       range=["#1f77b4", "#d62728"])
+MEASURE_LABEL = {
+    "softmax": "softmax of the selected token",
+    "corr_fro": "corr with W^mm_α (Frobenius)",
+    "corr_nuc": "corr with W^mm_*,α (nuclear)",
+}
+SVM_COLORS = alt.Scale(
+    domain=["corr with W^mm_α (Frobenius)", "corr with W^mm_*,α (nuclear)"],
+    range=["#1f77b4", "#d62728"],
+)
 
 
 def _band(df, *, x, y, color, title, y_title, scale=None, log_y=False, width=W, height=H):
     """mean line ± std band."""
     df = df.assign(lo=df["mean"] - df["std"], hi=df["mean"] + df["std"])
     ys = alt.Scale(type="log") if log_y else alt.Scale(zero=False)
-    enc_c = alt.Color(f"{color}:N", title=None, scale=scale or alt.Undefined,
-                      legend=alt.Legend(orient="bottom", direction="vertical"))
+    enc_c = alt.Color(
+        f"{color}:N",
+        title=None,
+        scale=scale or alt.Undefined,
+        legend=alt.Legend(orient="bottom", direction="vertical"),
+    )
     base = alt.Chart(df).encode(x=alt.X(f"{x}:Q", title="iteration"), color=enc_c)
     band = base.mark_area(opacity=0.18).encode(y=alt.Y("lo:Q", scale=ys, title=y_title), y2="hi:Q")
     line = base.mark_line().encode(
         y=alt.Y(f"{y}:Q", scale=ys, title=y_title),
-        tooltip=[alt.Tooltip(f"{x}:Q"), alt.Tooltip(f"{color}:N"),
-                 alt.Tooltip("mean:Q", format=".5g"), alt.Tooltip("std:Q", format=".3g")])
+        tooltip=[
+            alt.Tooltip(f"{x}:Q"),
+            alt.Tooltip(f"{color}:N"),
+            alt.Tooltip("mean:Q", format=".5g"),
+            alt.Tooltip("std:Q", format=".3g"),
+        ],
+    )
     return (band + line).properties(title=title, width=width, height=height)
 
 
@@ -37,71 +51,154 @@ def local_convergence(res) -> alt.VConcatChart:
     c = res.frames["curves"].copy()
     c["curve"] = c["measure"].map(MEASURE_LABEL)
     c["GD"] = c["param"].map(PARAM_LABEL)
-    soft = _band(c[c.measure == "softmax"], x="step", y="mean", color="GD",
-                 title="(a) softmax probability of the selected token", y_title="probability")
+    soft = _band(
+        c[c.measure == "softmax"],
+        x="step",
+        y="mean",
+        color="GD",
+        title="(a) softmax probability of the selected token",
+        y_title="probability",
+    )
     panels = [soft]
     for param in res.settings["params"]:
         sub = c[(c.param == param) & (c.measure != "softmax")]
-        panels.append(_band(sub, x="step", y="mean", color="curve", scale=SVM_COLORS,
-                            title=f"correlation of {PARAM_LABEL[param]}", y_title="correlation"))
+        panels.append(
+            _band(
+                sub,
+                x="step",
+                y="mean",
+                color="curve",
+                scale=SVM_COLORS,
+                title=f"correlation of {PARAM_LABEL[param]}",
+                y_title="correlation",
+            )
+        )
     return alt.hconcat(*panels).properties(
-        title="Local convergence: mean ± std over runs (each curve named by its SVM)")
+        title="Local convergence: mean ± std over runs (each curve named by its SVM)"
+    )
 
 
 def geometry(res) -> alt.LayerChart:
     tokens, paths, rays = res.frames["tokens"], res.frames["paths"], res.frames["rays"]
     paths = paths.assign(GD=paths["param"].map(PARAM_LABEL))
     paths = paths[paths.step % 5 == 0]
-    rays = rays.assign(SVM=rays["svm"].map({"fro": "W^mm z_i (Frobenius)",
-                                            "nuc": "W^mm_* z_i (nuclear)"}))
-    ray = alt.Chart(rays).mark_rule(strokeDash=[6, 3], strokeWidth=2).encode(
-        x="x0:Q", y="y0:Q", x2="x:Q", y2="y:Q",
-        color=alt.Color("query:N", title="query"),
-        strokeDash=alt.StrokeDash("SVM:N", title="SVM direction"),
-        tooltip=["SVM", "query"])
-    path = alt.Chart(paths).mark_line(strokeWidth=1.5).encode(
-        x=alt.X("x:Q", title="(W(k) z_i)₁"), y=alt.Y("y:Q", title="(W(k) z_i)₂"),
-        color=alt.Color("query:N"), detail="GD:N", order="step:Q",
-        opacity=alt.Opacity("GD:N", scale=alt.Scale(range=[1.0, 0.55]), title="path"),
-        tooltip=["GD", "query", "step", alt.Tooltip("x:Q", format=".3g"),
-                 alt.Tooltip("y:Q", format=".3g")])
+    rays = rays.assign(
+        SVM=rays["svm"].map({"fro": "W^mm z_i (Frobenius)", "nuc": "W^mm_* z_i (nuclear)"})
+    )
+    ray = (
+        alt.Chart(rays)
+        .mark_rule(strokeDash=[6, 3], strokeWidth=2)
+        .encode(
+            x="x0:Q",
+            y="y0:Q",
+            x2="x:Q",
+            y2="y:Q",
+            color=alt.Color("query:N", title="query"),
+            strokeDash=alt.StrokeDash("SVM:N", title="SVM direction"),
+            tooltip=["SVM", "query"],
+        )
+    )
+    path = (
+        alt.Chart(paths)
+        .mark_line(strokeWidth=1.5)
+        .encode(
+            x=alt.X("x:Q", title="(W(k) z_i)₁"),
+            y=alt.Y("y:Q", title="(W(k) z_i)₂"),
+            color=alt.Color("query:N"),
+            detail="GD:N",
+            order="step:Q",
+            opacity=alt.Opacity("GD:N", scale=alt.Scale(range=[1.0, 0.55]), title="path"),
+            tooltip=[
+                "GD",
+                "query",
+                "step",
+                alt.Tooltip("x:Q", format=".3g"),
+                alt.Tooltip("y:Q", format=".3g"),
+            ],
+        )
+    )
     scale = float(np.abs(paths[["x", "y"]].to_numpy()).max() or 1.0)
-    tok = tokens.assign(x=tokens.x * scale / 2, y=tokens.y * scale / 2,
-                        kind=np.where(tokens.optimal, "optimal token", "token"))
-    pts = alt.Chart(tok).mark_point(filled=True, size=70).encode(
-        x="x:Q", y="y:Q", shape=alt.Shape("kind:N", title=None),
-        color=alt.value("#555"),
-        tooltip=["seq", "token", alt.Tooltip("score:Q", format=".3f"), "optimal"])
+    tok = tokens.assign(
+        x=tokens.x * scale / 2,
+        y=tokens.y * scale / 2,
+        kind=np.where(tokens.optimal, "optimal token", "token"),
+    )
+    pts = (
+        alt.Chart(tok)
+        .mark_point(filled=True, size=70)
+        .encode(
+            x="x:Q",
+            y="y:Q",
+            shape=alt.Shape("kind:N", title=None),
+            color=alt.value("#555"),
+            tooltip=["seq", "token", alt.Tooltip("score:Q", format=".3f"), "optimal"],
+        )
+    )
     return (ray + path + pts).properties(
-        width=420, height=360,
+        width=420,
+        height=360,
         title=f"{res.name}: paths W(k) z_i of GD on W and on (K, Q) against the SVM rays "
-              f"(tokens scaled ×{scale / 2:.3g})")
+        f"(tokens scaled ×{scale / 2:.3g})",
+    )
 
 
 def multi_token(res) -> alt.VConcatChart:
     c = res.frames["curves"].copy()
-    c["direction"] = c["target"].map({"svmeq": "W^SVMeq = W^fin + R·W^dir", "dir": "W^dir (\"W^mm\")",
-                                      "one_token": "one-token SVM"})
+    c["direction"] = c["target"].map(
+        {
+            "svmeq": "W^SVMeq = W^fin + R·W^dir",
+            "dir": 'W^dir ("W^mm")',
+            "one_token": "one-token SVM",
+        }
+    )
     c = c[c["mean"] > 0]
-    top = alt.Chart(c).mark_line().encode(
-        x=alt.X("step:Q", title="iteration"),
-        y=alt.Y("mean:Q", scale=alt.Scale(type="log"), title="mean 1 − corr"),
-        color=alt.Color("direction:N", title=None, legend=alt.Legend(orient="bottom")),
-        strokeDash=alt.StrokeDash("direction:N", legend=None),
-        tooltip=["d", "direction", "step", alt.Tooltip("mean:Q", format=".3g"),
-                 alt.Tooltip("median:Q", format=".3g"), "count"],
-    ).properties(width=170, height=170).facet(column=alt.Column("d:O", title="d"))
+    top = (
+        alt.Chart(c)
+        .mark_line()
+        .encode(
+            x=alt.X("step:Q", title="iteration"),
+            y=alt.Y("mean:Q", scale=alt.Scale(type="log"), title="mean 1 − corr"),
+            color=alt.Color("direction:N", title=None, legend=alt.Legend(orient="bottom")),
+            strokeDash=alt.StrokeDash("direction:N", legend=None),
+            tooltip=[
+                "d",
+                "direction",
+                "step",
+                alt.Tooltip("mean:Q", format=".3g"),
+                alt.Tooltip("median:Q", format=".3g"),
+                "count",
+            ],
+        )
+        .properties(width=170, height=170)
+        .facet(column=alt.Column("d:O", title="d"))
+    )
     sc = res.frames["scatter"]
     sc = sc[(sc.max_masked_prob > 0) & (sc.one_minus_corr > 0)]
-    bottom = alt.Chart(sc).mark_circle(size=22, opacity=0.6).encode(
-        x=alt.X("max_masked_prob:Q", scale=alt.Scale(type="log"), title="largest masked softmax"),
-        y=alt.Y("one_minus_corr:Q", scale=alt.Scale(type="log"), title="final 1 − corr(W, W^SVMeq)"),
-        color=alt.Color("multi_token:N", title="≥ 2 selected tokens"),
-        tooltip=["d", "seed", alt.Tooltip("max_masked_prob:Q", format=".2e"),
-                 alt.Tooltip("one_minus_corr:Q", format=".3g"), "mean_selected"],
-    ).properties(width=170, height=170).facet(column=alt.Column("d:O", title="d"))
+    bottom = (
+        alt.Chart(sc)
+        .mark_circle(size=22, opacity=0.6)
+        .encode(
+            x=alt.X(
+                "max_masked_prob:Q", scale=alt.Scale(type="log"), title="largest masked softmax"
+            ),
+            y=alt.Y(
+                "one_minus_corr:Q", scale=alt.Scale(type="log"), title="final 1 − corr(W, W^SVMeq)"
+            ),
+            color=alt.Color("multi_token:N", title="≥ 2 selected tokens"),
+            tooltip=[
+                "d",
+                "seed",
+                alt.Tooltip("max_masked_prob:Q", format=".2e"),
+                alt.Tooltip("one_minus_corr:Q", format=".3g"),
+                "mean_selected",
+            ],
+        )
+        .properties(width=170, height=170)
+        .facet(column=alt.Column("d:O", title="d"))
+    )
     return alt.vconcat(top, bottom).properties(
-        title="Multi-token selection (ReLU head): GD against the generalized SVM")
+        title="Multi-token selection (ReLU head): GD against the generalized SVM"
+    )
 
 
 def svm_rank(res) -> alt.HConcatChart:
@@ -110,64 +207,137 @@ def svm_rank(res) -> alt.HConcatChart:
     c["n, T"] = "n=" + c["n"].astype(str) + ", T=" + c["T"].astype(str)
     c = c.dropna(subset=["mean_rank"])
     style = res.settings.get("style", "accurate")
-    how = ("accurate solves, rank σ > " + f"{res.settings.get('rtol', 1e-4):g}·σ₁, feasible instances only"
-           if style == "accurate" else "published style: SCS, abs tol 1e-7, infeasible → 1")
-    lines = alt.Chart(c).mark_line(point=True).encode(
-        x=alt.X("d:Q", title="d"), y=alt.Y("mean_rank:Q", title="mean rank"),
-        color=alt.Color("n, T:N", title=None), strokeDash=alt.StrokeDash("SVM:N", title=None),
-        tooltip=["n", "T", "d", "SVM", alt.Tooltip("mean_rank:Q", format=".3f"), "instances",
-                 "drawn", alt.Tooltip("feasible_fraction:Q", format=".3f")],
-    ).properties(width=380, height=280, title=f"Rank of the SVM solutions ({how})")
+    how = (
+        "accurate solves, rank σ > "
+        + f"{res.settings.get('rtol', 1e-4):g}·σ₁, feasible instances only"
+        if style == "accurate"
+        else "published style: SCS, abs tol 1e-7, infeasible → 1"
+    )
+    lines = (
+        alt.Chart(c)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("d:Q", title="d"),
+            y=alt.Y("mean_rank:Q", title="mean rank"),
+            color=alt.Color("n, T:N", title=None),
+            strokeDash=alt.StrokeDash("SVM:N", title=None),
+            tooltip=[
+                "n",
+                "T",
+                "d",
+                "SVM",
+                alt.Tooltip("mean_rank:Q", format=".3f"),
+                "instances",
+                "drawn",
+                alt.Tooltip("feasible_fraction:Q", format=".3f"),
+            ],
+        )
+        .properties(width=380, height=280, title=f"Rank of the SVM solutions ({how})")
+    )
     f = c[c.norm == "fro"]
-    feas = alt.Chart(f).mark_line(point=True).encode(
-        x=alt.X("d:Q", title="d"), y=alt.Y("feasible_fraction:Q", title="fraction feasible"),
-        color=alt.Color("n, T:N", title=None),
-        tooltip=["n", "T", "d", alt.Tooltip("feasible_fraction:Q", format=".3f"), "drawn"],
-    ).properties(width=260, height=280, title="Feasible Att-SVM at opt (reported separately)")
+    feas = (
+        alt.Chart(f)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("d:Q", title="d"),
+            y=alt.Y("feasible_fraction:Q", title="fraction feasible"),
+            color=alt.Color("n, T:N", title=None),
+            tooltip=["n", "T", "d", alt.Tooltip("feasible_fraction:Q", format=".3f"), "drawn"],
+        )
+        .properties(width=260, height=280, title="Feasible Att-SVM at opt (reported separately)")
+    )
     return alt.hconcat(lines, feas)
 
 
 def overparameterization(res) -> alt.Chart:
     f = res.frames["fractions"]
-    long = pd.DataFrame({
-        "d": np.repeat(f["d"].to_numpy(), 3),
-        "outcome": ["global (α = opt)", "locally optimal, not global", "not locally optimal"] * len(f),
-        "share": np.column_stack([f["global"], f["local"] - f["global"], f["not_local"]]).ravel()})
+    long = pd.DataFrame(
+        {
+            "d": np.repeat(f["d"].to_numpy(), 3),
+            "outcome": ["global (α = opt)", "locally optimal, not global", "not locally optimal"]
+            * len(f),
+            "share": np.column_stack(
+                [f["global"], f["local"] - f["global"], f["not_local"]]
+            ).ravel(),
+        }
+    )
     order = ["global (α = opt)", "locally optimal, not global", "not locally optimal"]
-    return alt.Chart(long).mark_bar().encode(
-        x=alt.X("d:O", title="d"), y=alt.Y("share:Q", title="share of GD runs", stack="zero"),
-        color=alt.Color("outcome:N", scale=alt.Scale(domain=order, range=["#d62728", "#1f77b4", "#17becf"]),
-                        sort=order, title=None),
-        order=alt.Order("outcome:N"),
-        tooltip=["d", "outcome", alt.Tooltip("share:Q", format=".3f")],
-    ).properties(width=380, height=260,
-                 title="Where GD ends as d grows (n = %d, T = %d)" % (res.settings["n"], res.settings["T"]))
+    return (
+        alt.Chart(long)
+        .mark_bar()
+        .encode(
+            x=alt.X("d:O", title="d"),
+            y=alt.Y("share:Q", title="share of GD runs", stack="zero"),
+            color=alt.Color(
+                "outcome:N",
+                scale=alt.Scale(domain=order, range=["#d62728", "#1f77b4", "#17becf"]),
+                sort=order,
+                title=None,
+            ),
+            order=alt.Order("outcome:N"),
+            tooltip=["d", "outcome", alt.Tooltip("share:Q", format=".3f")],
+        )
+        .properties(
+            width=380,
+            height=260,
+            title="Where GD ends as d grows (n = %d, T = %d)"
+            % (res.settings["n"], res.settings["T"]),
+        )
+    )
 
 
 def regularization_path(res) -> alt.Chart:
     p = res.frames["path"]
-    long = pd.concat([p.assign(SVM="W^mm (Frobenius)", corr=p.corr_fro),
-                      p.assign(SVM="W^mm_* (nuclear)", corr=p.corr_nuc)])
+    long = pd.concat(
+        [
+            p.assign(SVM="W^mm (Frobenius)", corr=p.corr_fro),
+            p.assign(SVM="W^mm_* (nuclear)", corr=p.corr_nuc),
+        ]
+    )
     long["path"] = long["param"].map({"W": "W_R (‖W‖ ≤ R)", "KQ": "K_R Q_Rᵀ (‖K‖²+‖Q‖² ≤ 2R)"})
-    return alt.Chart(long).mark_line(point=True).encode(
-        x=alt.X("R:Q", scale=alt.Scale(type="log"), title="R"),
-        y=alt.Y("corr:Q", title="correlation", scale=alt.Scale(zero=False)),
-        color=alt.Color("SVM:N", scale=alt.Scale(range=["#1f77b4", "#d62728"]), title=None),
-        strokeDash=alt.StrokeDash("path:N", title=None),
-        tooltip=["path", "SVM", alt.Tooltip("R:Q", format=".3g"), alt.Tooltip("corr:Q", format=".5f")],
-    ).properties(width=420, height=280, title="Regularization path against the SVM directions")
+    return (
+        alt.Chart(long)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("R:Q", scale=alt.Scale(type="log"), title="R"),
+            y=alt.Y("corr:Q", title="correlation", scale=alt.Scale(zero=False)),
+            color=alt.Color("SVM:N", scale=alt.Scale(range=["#1f77b4", "#d62728"]), title=None),
+            strokeDash=alt.StrokeDash("path:N", title=None),
+            tooltip=[
+                "path",
+                "SVM",
+                alt.Tooltip("R:Q", format=".3g"),
+                alt.Tooltip("corr:Q", format=".5f"),
+            ],
+        )
+        .properties(width=420, height=280, title="Regularization path against the SVM directions")
+    )
 
 
 def sequence_causal(res) -> alt.LayerChart:
     c = res.frames["curves"]
-    return _band(c, x="step", y="mean", color="mode", title="corr(W(k), per-query W^mm_α), mean ± std",
-                 y_title="correlation", width=420, height=280)
+    return _band(
+        c,
+        x="step",
+        y="mean",
+        color="mode",
+        title="corr(W(k), per-query W^mm_α), mean ± std",
+        y_title="correlation",
+        width=420,
+        height=280,
+    )
 
 
-BUILDERS = {"geometry-1": geometry, "geometry-2": geometry, "local-convergence": local_convergence,
-            "multi-token": multi_token, "svm-rank": svm_rank,
-            "overparameterization": overparameterization,
-            "regularization-path": regularization_path, "sequence-causal": sequence_causal}
+BUILDERS = {
+    "geometry-1": geometry,
+    "geometry-2": geometry,
+    "local-convergence": local_convergence,
+    "multi-token": multi_token,
+    "svm-rank": svm_rank,
+    "overparameterization": overparameterization,
+    "regularization-path": regularization_path,
+    "sequence-causal": sequence_causal,
+}
 
 
 def chart(res):

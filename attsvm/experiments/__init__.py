@@ -8,17 +8,26 @@ pandas DataFrames and the statistic the paper reports next to ours.
 Defaults are the paper's settings. Nothing here imports a UI library; the charts live in
 ui/experiment_charts.py.
 """
+
 from __future__ import annotations
 
 import time
 
 from ..train import backend as _backend
-from . import (geometry, local_convergence, multi_token, overparameterization,
-               regularization_path, sequence_causal, svm_rank)
+from . import (
+    geometry,
+    local_convergence,
+    multi_token,
+    overparameterization,
+    regularization_path,
+    sequence_causal,
+    svm_rank,
+)
 from .core import Progress, Result, no_progress
 
 _MODULES = {
-    "geometry-1": geometry, "geometry-2": geometry,
+    "geometry-1": geometry,
+    "geometry-2": geometry,
     local_convergence.NAME: local_convergence,
     multi_token.NAME: multi_token,
     svm_rank.NAME: svm_rank,
@@ -57,12 +66,16 @@ def settings(name: str, **overrides):
     if m is geometry:
         overrides.setdefault("preset", name)
         if overrides["preset"] != name:
-            raise ValueError(f"`preset` must be {name!r} for experiment {name!r}; got {overrides['preset']!r}")
+            raise ValueError(
+                f"`preset` must be {name!r} for experiment {name!r}; got {overrides['preset']!r}"
+            )
     fields = set(m.Settings.__dataclass_fields__)
     bad = sorted(set(overrides) - fields)
     if bad:
-        raise ValueError(f"`{bad[0]}` must be one of the settings of {name!r} {sorted(fields)}; "
-                         f"got {bad[0]}={overrides[bad[0]]!r}")
+        raise ValueError(
+            f"`{bad[0]}` must be one of the settings of {name!r} {sorted(fields)}; "
+            f"got {bad[0]}={overrides[bad[0]]!r}"
+        )
     return m.Settings(**overrides)
 
 
@@ -73,8 +86,15 @@ def run(name: str, settings_=None, *, progress: Progress = no_progress, **overri
     t0 = time.perf_counter()
     res = m.run(s, progress=progress)
     progress(1.0, "done")
-    return Result(name=name, frames=res.frames, summary=res.summary, settings=res.settings,
-                  notes=res.notes, seconds=time.perf_counter() - t0, backend=_backend())
+    return Result(
+        name=name,
+        frames=res.frames,
+        summary=res.summary,
+        settings=res.settings,
+        notes=res.notes,
+        seconds=time.perf_counter() - t0,
+        backend=_backend(),
+    )
 
 
 __all__ = ["EXPERIMENTS", "Result", "run", "settings", "title", "paper_statistic", "notes"]

@@ -8,6 +8,7 @@ for a chunk is then the same whether one device runs all chunks or four run a qu
 so the numbers are bit-identical across device counts (XLA's SPMD partitioner does not
 promise that: it re-optimizes the program, and GD amplifies the last-bit differences).
 """
+
 from __future__ import annotations
 
 import math
@@ -26,8 +27,8 @@ from ..problems import Problem, check_int
 from ..train import Trajectory, default_init, train_batch
 
 Progress = Callable[[float, str], None]
-CPU_CHUNK = 256        # runs per compiled call on CPU (fits the caches; measured best)
-ACCEL_CHUNK = 8192     # … on a GPU/TPU
+CPU_CHUNK = 256  # runs per compiled call on CPU (fits the caches; measured best)
+ACCEL_CHUNK = 8192  # … on a GPU/TPU
 
 
 def no_progress(frac: float, text: str) -> None:
@@ -67,14 +68,19 @@ def check_grid(name: str, values, lo: int, hi: int) -> tuple:
     try:
         vals = tuple(sorted({check_int(name, v, lo, hi) for v in values}))
     except TypeError as exc:
-        raise ValueError(f"`{name}` must be a list of integers in [{lo}, {hi}]; got {values!r}") from exc
+        raise ValueError(
+            f"`{name}` must be a list of integers in [{lo}, {hi}]; got {values!r}"
+        ) from exc
     if not vals:
-        raise ValueError(f"`{name}` must be a non-empty list of integers in [{lo}, {hi}]; got {values!r}")
+        raise ValueError(
+            f"`{name}` must be a non-empty list of integers in [{lo}, {hi}]; got {values!r}"
+        )
     return vals
 
 
-def check_budget(*, n: int, T: int, d: int, steps: int, runs: int, queries: str = "single",
-                 param: str = "W"):
+def check_budget(
+    *, n: int, T: int, d: int, steps: int, runs: int, queries: str = "single", param: str = "W"
+):
     """The active mode's work budget (attsvm.limits) for one GD sweep."""
     limits.check_gd(n=n, T=T, d=d, steps=steps, runs=runs, queries=queries, param=param)
 
@@ -82,24 +88,41 @@ def check_budget(*, n: int, T: int, d: int, steps: int, runs: int, queries: str 
 def check_sweep_work(shapes, *, steps: int, runs_cap: int, what: str):
     """A sweep of many candidate runs: each size within the caps, the summed work within the
     per-action budget. shapes: list of ((n, T, d), candidate runs)."""
-    limits.check_size(n=max(s[0] for s, _ in shapes), T=max(s[1] for s, _ in shapes),
-                      d=max(s[2] for s, _ in shapes), steps=steps, runs=runs_cap)
-    limits.check_work(sum(limits.gd_work(n=n, T=T, d=d, steps=steps, runs=r)
-                          for (n, T, d), r in shapes), what=what)
+    limits.check_size(
+        n=max(s[0] for s, _ in shapes),
+        T=max(s[1] for s, _ in shapes),
+        d=max(s[2] for s, _ in shapes),
+        steps=steps,
+        runs=runs_cap,
+    )
+    limits.check_work(
+        sum(limits.gd_work(n=n, T=T, d=d, steps=steps, runs=r) for (n, T, d), r in shapes),
+        what=what,
+    )
 
 
 # -- the device sweep ---------------------------------------------------------------------------
 def chunk_size(B: int) -> int:
-    """Runs per compiled call: a function of the batch and platform only (ATTSVM_CHUNK
-    overrides the cap, e.g. to test many chunks on several devices)."""
+    """Runs per compiled call: a function of the batch and platform only, never of the
+    device count (ATTSVM_CHUNK overrides the cap, e.g. to test many chunks on several
+    devices). Batches of 128 runs or more make at least two chunks, so two cores share them."""
     cap = CPU_CHUNK if jax.default_backend() == "cpu" else ACCEL_CHUNK
     cap = int(os.environ.get("ATTSVM_CHUNK", cap))
+    if B >= 128:
+        cap = min(cap, -(-B // 2))
     return max(1, min(cap, B))
 
 
-def sweep(probs: list[Problem], *, param: str = "W", seed: int = 0, indices=None,
-          progress: Progress = no_progress, chunk: int | None = None,
-          **train_kw) -> Iterator[tuple[np.ndarray, Trajectory]]:
+def sweep(
+    probs: list[Problem],
+    *,
+    param: str = "W",
+    seed: int = 0,
+    indices=None,
+    progress: Progress = no_progress,
+    chunk: int | None = None,
+    **train_kw,
+) -> Iterator[tuple[np.ndarray, Trajectory]]:
     """Run GD on many problems of one shape; yield (positions, batched Trajectory) per chunk,
     in order. Problem b starts from `default_init(…, seed=seed, index=indices[b])` (default
     index b), so its numbers depend neither on the chunking nor on the device count.
@@ -112,7 +135,10 @@ def sweep(probs: list[Problem], *, param: str = "W", seed: int = 0, indices=None
     C = chunk or chunk_size(B)
     m = train_kw.get("m")
     indices = range(B) if indices is None else indices
-    inits = [default_init(p, param, seed=seed, m=m, index=int(i)) for p, i in zip(probs, indices)]
+    inits = [
+        default_init(p, param, seed=seed, m=m, index=int(i))
+        for p, i in zip(probs, indices, strict=True)
+    ]
     starts = list(range(0, B, C))
     devices = jax.devices()
 
@@ -120,11 +146,12 @@ def sweep(probs: list[Problem], *, param: str = "W", seed: int = 0, indices=None
         lo = starts[k]
         hi = min(lo + C, B)
         ps, ins = list(probs[lo:hi]), list(inits[lo:hi])
-        pad = C - len(ps)                       # same shape for every chunk: one compile
+        pad = C - len(ps)  # same shape for every chunk: one compile
         ps += [ps[-1]] * pad
         ins += [ins[-1]] * pad
-        tr = train_batch(ps, param=param, seed=seed, init=ins, devices=[devices[k % len(devices)]],
-                         **train_kw)
+        tr = train_batch(
+            ps, param=param, seed=seed, init=ins, devices=[devices[k % len(devices)]], **train_kw
+        )
         return np.arange(lo, hi), _slice(tr, hi - lo)
 
     # at most one chunk in flight per device: a consumer that stops early (enough accepted
@@ -145,21 +172,31 @@ def _slice(tr: Trajectory, n: int) -> Trajectory:
     """The first n runs of a batched Trajectory (drops chunk padding)."""
     if len(tr) == n:
         return tr
-    return Trajectory(W=tr.W[:n], probs=tr.probs[:n], loss=tr.loss[:n],
-                      grad_norm=tr.grad_norm[:n], steps=tr.steps,
-                      K=None if tr.K is None else tr.K[:n], Q=None if tr.Q is None else tr.Q[:n],
-                      overflow_at=tr.overflow_at[:n], settings=tr.settings, backend=tr.backend,
-                      batched=True)
+    return Trajectory(
+        W=tr.W[:n],
+        probs=tr.probs[:n],
+        loss=tr.loss[:n],
+        grad_norm=tr.grad_norm[:n],
+        steps=tr.steps,
+        K=None if tr.K is None else tr.K[:n],
+        Q=None if tr.Q is None else tr.Q[:n],
+        overflow_at=tr.overflow_at[:n],
+        settings=tr.settings,
+        backend=tr.backend,
+        batched=True,
+    )
 
 
 def train_all(probs, **kw) -> dict:
     """`sweep` gathered into arrays: W (B, k, d, d), probs (B, k, …), steps (k,),
     overflow_at (B,)."""
     parts = list(sweep(probs, **kw))
-    return dict(W=np.concatenate([t.W for _, t in parts]),
-                probs=np.concatenate([t.probs for _, t in parts]),
-                steps=parts[0][1].steps,
-                overflow_at=np.concatenate([t.overflow_at for _, t in parts]))
+    return dict(
+        W=np.concatenate([t.W for _, t in parts]),
+        probs=np.concatenate([t.probs for _, t in parts]),
+        steps=parts[0][1].steps,
+        overflow_at=np.concatenate([t.overflow_at for _, t in parts]),
+    )
 
 
 # -- statistics ----------------------------------------------------------------------------

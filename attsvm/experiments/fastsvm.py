@@ -21,16 +21,20 @@ Clarabel solutions in tests/test_experiments.py:
   spurious singular values are ~1e-8 of the largest (so rank at rtol 1e-4 is exact).
   Feasibility is decided by the Frobenius LDP (same constraints).
 """
+
 from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from scipy.optimize import nnls
 
-from ..problems import Problem, optimal_tokens
+from ..problems import optimal_tokens
 from ..svm import SUPPORT_TOL, constraint_rows, solve_att_svm
 
-GAP_RTOL = 1e-7         # relative duality gap at which the nuclear barrier method stops
-CERTIFIED_GAP = 1e-5    # accept a barrier solution only with this certified relative gap
+GAP_RTOL = 1e-7  # relative duality gap at which the nuclear barrier method stops
+CERTIFIED_GAP = 1e-5  # accept a barrier solution only with this certified relative gap
 LDP_INFEASIBLE = 1e-13  # |r[-1]| below which the LDP residual means "infeasible" (‖W‖ ≳ 3e6)
 
 
@@ -41,7 +45,7 @@ def ldp(G: np.ndarray, h: np.ndarray | float = 1.0) -> np.ndarray | None:
     if m == 0:
         return np.zeros(p)
     h = np.broadcast_to(np.asarray(h, dtype=float), (m,))
-    E = np.vstack([G.T, h[None, :]])                       # (p + 1, m)
+    E = np.vstack([G.T, h[None, :]])  # (p + 1, m)
     f = np.zeros(p + 1)
     f[-1] = 1.0
     u, _ = nnls(E, f, maxiter=50 * (m + p + 1))
@@ -62,7 +66,7 @@ def least_norm_fro(rows: np.ndarray, d: int) -> np.ndarray | None:
 def _reduce(rows: np.ndarray, Q: np.ndarray, d: int):
     """Orthonormal bases U (d, ra) of the token differences and B (d, rz) of the queries, and
     G (m, ra, rz) with G_j = Uᵀ A_j B, A_j = rows[j] as a (d, d) matrix."""
-    A = rows.reshape(-1, d, d)                              # A_j = a_j z_jᵀ
+    A = rows.reshape(-1, d, d)  # A_j = a_j z_jᵀ
     ra = min(d, A.shape[0])
     rz = min(d, Q.shape[0])
     # span{a_j}: the top eigenvectors of Σ_j A_j A_jᵀ (d × d)
@@ -81,8 +85,9 @@ def _n_and_s(G, lam):
 def _phi(t, G, lam):
     """φ_t(λ) = −t 1ᵀλ − Σ log λ − log det S; +inf outside the domain. (P,)"""
     _, S = _n_and_s(G, lam)
-    sign, logdet = np.linalg.slogdet(S)
-    inside = (sign > 0) & np.all(np.linalg.eigvalsh(S) > 0, axis=-1) & np.all(lam > 0, axis=-1)
+    ev = np.linalg.eigvalsh(S)
+    inside = np.all(ev > 0, axis=-1) & np.all(lam > 0, axis=-1)
+    logdet = np.log(np.where(ev > 0, ev, 1.0)).sum(-1)
     safe = np.where(lam > 0, lam, 1.0)
     return np.where(inside, -t * lam.sum(-1) - np.log(safe).sum(-1) - logdet, np.inf)
 
@@ -95,17 +100,18 @@ def _newton_step(t, G, Gt, GfT, lam):
     P, m, a, b = G.shape
     N, S = _n_and_s(G, lam)
     Sinv = np.linalg.inv(S)
-    Mn = N @ Sinv                                                     # (P, a, b)
+    Mn = N @ Sinv  # (P, a, b)
     grad = -t[:, None] - 1.0 / lam + 2.0 * (Mn.reshape(P, 1, a * b) @ GfT)[:, 0]
     # Hessian of −log det(I − NᵀN): H_jk = 2⟨(G_j + Mn C_j) S⁻¹, G_k⟩, C_j = G_jᵀN + NᵀG_j
     GtN = (Gt @ N).reshape(P, m, b, b)
-    C = GtN + np.swapaxes(GtN, 2, 3)                                  # (P, m, b, b)
+    C = GtN + np.swapaxes(GtN, 2, 3)  # (P, m, b, b)
     MC = Mn @ np.ascontiguousarray(np.swapaxes(C, 1, 2)).reshape(P, b, m * b)
-    MC = np.swapaxes(MC.reshape(P, a, m, b), 1, 2)                   # (P, m, a, b)
+    MC = np.swapaxes(MC.reshape(P, a, m, b), 1, 2)  # (P, m, a, b)
     Aj = np.ascontiguousarray(
-        (np.ascontiguousarray(G + MC).reshape(P, m * a, b) @ Sinv).reshape(P, m, a * b))
+        (np.ascontiguousarray(G + MC).reshape(P, m * a, b) @ Sinv).reshape(P, m, a * b)
+    )
     H = 2.0 * Aj @ GfT
-    H[:, np.arange(m), np.arange(m)] += 1.0 / lam ** 2
+    H[:, np.arange(m), np.arange(m)] += 1.0 / lam**2
     try:
         step = -np.linalg.solve(H, grad[..., None])[..., 0]
     except np.linalg.LinAlgError:
@@ -113,8 +119,14 @@ def _newton_step(t, G, Gt, GfT, lam):
     return grad, step
 
 
-def nuclear_barrier(G: np.ndarray, *, gap_rtol: float = GAP_RTOL, mu: float = 30.0,
-                    max_newton: int = 300, stage_limit: int = 60):
+def nuclear_barrier(
+    G: np.ndarray,
+    *,
+    gap_rtol: float = GAP_RTOL,
+    mu: float = 30.0,
+    max_newton: int = 300,
+    stage_limit: int = 60,
+):
     """Solve min ‖M‖_* s.t. ⟨G_j, M⟩ ≥ 1 for a batch of feasible problems.
 
     Newton's method with backtracking on φ_t(λ) = −t 1ᵀλ − Σ log λ_j − log det(I − NᵀN);
@@ -134,13 +146,13 @@ def nuclear_barrier(G: np.ndarray, *, gap_rtol: float = GAP_RTOL, mu: float = 30
     t_all = float(m + b) / lam_all.sum(-1)
     Gt_all = np.ascontiguousarray(np.swapaxes(G, 2, 3)).reshape(P, m * b, a)
     GfT_all = np.ascontiguousarray(np.swapaxes(G.reshape(P, m, a * b), 1, 2))
-    idx = np.arange(P)                                   # problems still in the batch
+    idx = np.arange(P)  # problems still in the batch
     stage = np.zeros(P, int)
-    lam_c = lam_all.copy()                               # the last central point
+    lam_c = lam_all.copy()  # the last central point
     for _ in range(max_newton):
         Gi, lam, t = G[idx], lam_all[idx], t_all[idx]
         grad, step = _newton_step(t, Gi, Gt_all[idx], GfT_all[idx], lam)
-        slope = (grad * step).sum(-1)                    # −(Newton decrement²)
+        slope = (grad * step).sum(-1)  # −(Newton decrement²)
         centered = -slope < 1e-6
         lam_c[idx[centered]] = lam[centered]
         target = (m + b) / (0.9 * gap_rtol * lam.sum(-1))
@@ -174,7 +186,7 @@ def nuclear_barrier(G: np.ndarray, *, gap_rtol: float = GAP_RTOL, mu: float = 30
             break
     lam_all = lam_c
     N, S = _n_and_s(G, lam_all)
-    M = N @ np.linalg.inv(S)                 # ∝ the central-path primal (2/t) N S⁻¹
+    M = N @ np.linalg.inv(S)  # ∝ the central-path primal (2/t) N S⁻¹
     M, gap = _polish(G, M, lam_all)
     return M, gap
 
@@ -205,7 +217,7 @@ def _polish(G, Mc, lam, *, sv_rtol=1e-6, lam_rtol=1e-4):
         act = lam[p] > lam_rtol * lam[p].max()
         if r > 0 and act.any():
             Ur, Vr = U[:, :r], Vt[:r].T
-            Gr = np.einsum("ar,jab,bs->jrs", Ur, G[p][act], Vr)          # (|J|, r, r)
+            Gr = np.einsum("ar,jab,bs->jrs", Ur, G[p][act], Vr)  # (|J|, r, r)
             Gs = 0.5 * (Gr + np.swapaxes(Gr, 1, 2)).reshape(-1, r * r)
             X = np.linalg.lstsq(Gs, np.ones(len(Gs)), rcond=None)[0].reshape(r, r)
             X = 0.5 * (X + X.T)
@@ -216,6 +228,18 @@ def _polish(G, Mc, lam, *, sv_rtol=1e-6, lam_rtol=1e-4):
         if best is not None:
             out[p], gaps[p] = best, gbest
     return out, gaps
+
+
+def _barrier_threads(G: np.ndarray):
+    """`nuclear_barrier` on a large batch split over the CPU cores (numpy's linear algebra
+    releases the GIL; the problems are independent, so the split changes no number)."""
+    parts = min(os.cpu_count() or 1, max(1, len(G) // 16))
+    if parts == 1:
+        return nuclear_barrier(G)
+    chunks = np.array_split(np.arange(len(G)), parts)
+    with ThreadPoolExecutor(parts) as pool:
+        outs = list(pool.map(lambda idx: nuclear_barrier(G[idx]), chunks))
+    return np.concatenate([o[0] for o in outs]), np.concatenate([o[1] for o in outs])
 
 
 # -- public: solve many Att-SVMs ------------------------------------------------------------------
@@ -234,7 +258,7 @@ def solve_many(probs, alphas=None, norm: str = "fro", *, support_tol: float = SU
     B = len(probs)
     alphas = [None] * B if alphas is None else list(alphas)
     rows_all, idx_all, Ws = [], [], [None] * B
-    for b, (p, a) in enumerate(zip(probs, alphas)):
+    for b, (p, a) in enumerate(zip(probs, alphas, strict=True)):
         a = optimal_tokens(p) if a is None else np.asarray(a, dtype=int)
         alphas[b] = a
         rows, idx = constraint_rows(p, a)
@@ -247,20 +271,22 @@ def solve_many(probs, alphas=None, norm: str = "fro", *, support_tol: float = SU
         groups: dict = {}
         for b in np.nonzero(feasible)[0]:
             p = probs[b]
-            if rows_all[b].shape[0] == 0:         # nothing to separate: W = 0
+            if rows_all[b].shape[0] == 0:  # nothing to separate: W = 0
                 continue
             key = (rows_all[b].shape, p.query_view()[0].shape)
             groups.setdefault(key, []).append(b)
         for members in groups.values():
-            red = [_reduce(rows_all[b], probs[b].query_view()[0].reshape(-1, probs[b].d),
-                           probs[b].d) for b in members]
-            M, gap = nuclear_barrier(np.stack([r[2] for r in red]))
+            red = [
+                _reduce(rows_all[b], probs[b].query_view()[0].reshape(-1, probs[b].d), probs[b].d)
+                for b in members
+            ]
+            M, gap = _barrier_threads(np.stack([r[2] for r in red]))
             for k, b in enumerate(members):
                 U, Bz, _ = red[k]
                 if gap[k] <= CERTIFIED_GAP:
                     Ws[b] = U @ M[k] @ Bz.T
                     method[b] = "barrier"
-                else:                  # ill-conditioned (nearly infeasible): interior point
+                else:  # ill-conditioned (nearly infeasible): interior point
                     sol = solve_att_svm(probs[b], alphas[b], "nuc")
                     Ws[b], method[b] = sol.W, "clarabel"
         feasible = np.array([W is not None for W in Ws])
@@ -269,7 +295,7 @@ def solve_many(probs, alphas=None, norm: str = "fro", *, support_tol: float = SU
     for b in np.nonzero(feasible)[0]:
         W, p = Ws[b], probs[b]
         s = np.linalg.svd(W, compute_uv=False)
-        objective[b] = np.sqrt((s ** 2).sum()) if norm == "fro" else s.sum()
+        objective[b] = np.sqrt((s**2).sum()) if norm == "fro" else s.sum()
         marg = rows_all[b] @ W.reshape(-1)
         K = 1 if p.queries == "single" else p.T
         mg = np.full((p.n, K, p.T), np.nan)
@@ -278,5 +304,12 @@ def solve_many(probs, alphas=None, norm: str = "fro", *, support_tol: float = SU
         sup = np.nan_to_num(mg, nan=np.inf) <= 1.0 + support_tol
         margins[b] = mg[:, 0] if K == 1 else mg
         supports[b] = sup[:, 0] if K == 1 else sup
-    return dict(W=Ws, feasible=feasible, objective=objective, support=supports,
-                margins=margins, alpha=alphas, method=method)
+    return dict(
+        W=Ws,
+        feasible=feasible,
+        objective=objective,
+        support=supports,
+        margins=margins,
+        alpha=alphas,
+        method=method,
+    )

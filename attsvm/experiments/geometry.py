@@ -6,6 +6,7 @@ W(0) = 0 for the W-parameterization and from K(0) = 0.1·N(0, I), Q(0) = 0 for (
 is drawn against the rays t·W^mm z_i (Frobenius SVM) and t·W^mm_* z_i (nuclear SVM).
 PAPER.md §6 facts 6 and 7 give the correlations along the way.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,9 +15,17 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import correlation
-from ..problems import PRESETS, check_choice, check_float, check_int, optimal_tokens, paper_problem, token_scores
-from ..svm import solve_att_svm
 from ..model import jax
+from ..problems import (
+    PRESETS,
+    check_choice,
+    check_float,
+    check_int,
+    optimal_tokens,
+    paper_problem,
+    token_scores,
+)
+from ..svm import solve_att_svm
 from ..train import train_batch
 from .core import Progress, Result, fmt, no_progress, settings_dict
 
@@ -24,24 +33,32 @@ NAMES = ("geometry-1", "geometry-2")
 TITLE = "2-D geometry: GD paths W(k) z_i against the SVM directions"
 # PAPER.md §4 E1/E1' and §6 facts 6-7: {(param, svm): {step: corr}}
 REFERENCE = {
-    "geometry-1": {("W", "fro"): {100: 0.625, 500: 0.994, 2000: 0.9997},
-                   ("W", "nuc"): {2000: 0.90},
-                   ("KQ", "nuc"): {100: 0.957, 500: 0.99986, 2000: 0.99988},
-                   ("KQ", "fro"): {2000: 0.89}},
-    "geometry-2": {("W", "fro"): {100: 0.9926, 500: 0.9992, 2000: 0.9996},
-                   ("KQ", "nuc"): {100: 0.9994, 2000: 0.9996}},
+    "geometry-1": {
+        ("W", "fro"): {100: 0.625, 500: 0.994, 2000: 0.9997},
+        ("W", "nuc"): {2000: 0.90},
+        ("KQ", "nuc"): {100: 0.957, 500: 0.99986, 2000: 0.99988},
+        ("KQ", "fro"): {2000: 0.89},
+    },
+    "geometry-2": {
+        ("W", "fro"): {100: 0.9926, 500: 0.9992, 2000: 0.9996},
+        ("KQ", "nuc"): {100: 0.9994, 2000: 0.9996},
+    },
 }
 REFERENCE_SVM = {
-    "geometry-1": {"fro": [[2.8536, -2.7029], [5.3714, 5.5805]],
-                   "nuc": [[0.4867, 0.4693], [7.0055, 6.7544]]},
-    "geometry-2": {"fro": [[0.7926, -1.0865], [-0.6330, -0.3471]],
-                   "nuc": [[0.9938, -1.2597], [-0.1332, -0.2578]]},
+    "geometry-1": {
+        "fro": [[2.8536, -2.7029], [5.3714, 5.5805]],
+        "nuc": [[0.4867, 0.4693], [7.0055, 6.7544]],
+    },
+    "geometry-2": {
+        "fro": [[0.7926, -1.0865], [-0.6330, -0.3471]],
+        "nuc": [[0.9938, -1.2597], [-0.1332, -0.2578]],
+    },
 }
 PAPER = {
     "geometry-1": "W-GD corr with W^mm 0.625 / 0.994 / 0.9997 at steps 100 / 500 / 2000; "
-                  "(K,Q)-GD corr with W^mm_* 0.957 / 0.99986 / 0.99988, with W^mm ≈ 0.89",
+    "(K,Q)-GD corr with W^mm_* 0.957 / 0.99986 / 0.99988, with W^mm ≈ 0.89",
     "geometry-2": "W-GD corr with W^mm 0.9926 / 0.9992 / 0.9996 at steps 100 / 500 / 2000; "
-                  "(K,Q)-GD corr with W^mm_* 0.9994 (100), 0.9996 (2000)",
+    "(K,Q)-GD corr with W^mm_* 0.9994 (100), 0.9996 (2000)",
 }
 
 
@@ -68,28 +85,53 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
     prob = paper_problem(s.preset)
     d = prob.d
     rng = np.random.default_rng(s.seed)
-    inits = {"W": np.zeros((d, d)), "KQ": (s.kq_scale * rng.standard_normal((d, d)), np.zeros((d, d)))}
+    inits = {
+        "W": np.zeros((d, d)),
+        "KQ": (s.kq_scale * rng.standard_normal((d, d)), np.zeros((d, d))),
+    }
     trajs = {}
     for j, param in enumerate(("W", "KQ")):
         progress(0.45 * j, f"gradient descent ({param})")
         # one run: on one device (train() would spread a batch of one over all of them)
-        trajs[param] = train_batch([prob], param=param, steps=s.steps, lr=s.lr,
-                                   init=[inits[param]], record_every=1,
-                                   devices=jax.devices()[:1])[0]
+        trajs[param] = train_batch(
+            [prob],
+            param=param,
+            steps=s.steps,
+            lr=s.lr,
+            init=[inits[param]],
+            record_every=1,
+            devices=jax.devices()[:1],
+        )[0]
     progress(0.9, "SVMs")
     svms = {norm: solve_att_svm(prob, None, norm) for norm in ("fro", "nuc")}
     Z = prob.Z
     opt = optimal_tokens(prob)
     g = token_scores(prob)
-    tokens = pd.DataFrame([dict(seq=i + 1, token=t + 1, x=prob.X[i, t, 0], y=prob.X[i, t, 1],
-                                score=g[i, t], optimal=bool(t == opt[i]))
-                           for i in range(prob.n) for t in range(prob.T)])
+    tokens = pd.DataFrame(
+        [
+            dict(
+                seq=i + 1,
+                token=t + 1,
+                x=prob.X[i, t, 0],
+                y=prob.X[i, t, 1],
+                score=g[i, t],
+                optimal=bool(t == opt[i]),
+            )
+            for i in range(prob.n)
+            for t in range(prob.T)
+        ]
+    )
     paths, corr = [], []
     for param, tr in trajs.items():
-        WZ = np.einsum("kab,ib->kia", tr.W, Z)                    # (k, n, 2): W(k) z_i
+        WZ = np.einsum("kab,ib->kia", tr.W, Z)  # (k, n, 2): W(k) z_i
         for i in range(prob.n):
-            paths.append(pd.DataFrame(dict(param=param, query=f"z{i + 1}", step=tr.steps,
-                                           x=WZ[:, i, 0], y=WZ[:, i, 1])))
+            paths.append(
+                pd.DataFrame(
+                    dict(
+                        param=param, query=f"z{i + 1}", step=tr.steps, x=WZ[:, i, 0], y=WZ[:, i, 1]
+                    )
+                )
+            )
         for norm, sol in svms.items():
             c = correlation(tr.W[1:], sol.W) if sol.feasible else np.full(len(tr.steps) - 1, np.nan)
             corr.append(pd.DataFrame(dict(param=param, svm=norm, step=tr.steps[1:], corr=c)))
@@ -104,13 +146,27 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
             v = sol.W @ Z[i]
             v = v / np.linalg.norm(v) * reach
             rays.append(dict(svm=norm, query=f"z{i + 1}", x0=0.0, y0=0.0, x=v[0], y=v[1]))
-    svm_rows = [dict(svm=norm, entry=f"W[{a},{b}]", ours=float(sol.W[a, b]) if sol.feasible else np.nan,
-                     paper=REFERENCE_SVM[s.preset][norm][a][b]) for norm, sol in svms.items()
-                for a in range(2) for b in range(2)]
-    frames = {"tokens": tokens, "paths": paths, "rays": pd.DataFrame(rays), "correlation": corr,
-              "svm": pd.DataFrame(svm_rows)}
-    return Result(name=s.preset, frames=frames, summary=_summary(s, corr, svms),
-                  settings=settings_dict(s))
+    svm_rows = [
+        dict(
+            svm=norm,
+            entry=f"W[{a},{b}]",
+            ours=float(sol.W[a, b]) if sol.feasible else np.nan,
+            paper=REFERENCE_SVM[s.preset][norm][a][b],
+        )
+        for norm, sol in svms.items()
+        for a in range(2)
+        for b in range(2)
+    ]
+    frames = {
+        "tokens": tokens,
+        "paths": paths,
+        "rays": pd.DataFrame(rays),
+        "correlation": corr,
+        "svm": pd.DataFrame(svm_rows),
+    }
+    return Result(
+        name=s.preset, frames=frames, summary=_summary(s, corr, svms), settings=settings_dict(s)
+    )
 
 
 def _summary(s, corr, svms) -> dict:
@@ -123,10 +179,16 @@ def _summary(s, corr, svms) -> dict:
     for param, norm in (("W", "fro"), ("KQ", "nuc")):
         sel = [r for r in rows if r["param"] == param and r["svm"] == norm]
         label = "W^mm" if norm == "fro" else "W^mm_*"
-        parts.append(f"{param}-GD corr with {label}: " + " / ".join(
-            f"{fmt(r['ours'], 5)} (paper {fmt(r['paper'], 5)}) at {r['step']}" for r in sel))
-    rank = {norm: int(np.sum(np.linalg.svd(sol.W, compute_uv=False) > 1e-4 * np.linalg.norm(sol.W, 2)))
-            for norm, sol in svms.items() if sol.feasible}
+        parts.append(
+            f"{param}-GD corr with {label}: "
+            + " / ".join(
+                f"{fmt(r['ours'], 5)} (paper {fmt(r['paper'], 5)}) at {r['step']}" for r in sel
+            )
+        )
+    rank = {
+        norm: int(np.sum(np.linalg.svd(sol.W, compute_uv=False) > 1e-4 * np.linalg.norm(sol.W, 2)))
+        for norm, sol in svms.items()
+        if sol.feasible
+    }
     parts.append(f"rank W^mm {rank.get('fro')}, W^mm_* {rank.get('nuc')}")
-    return {"paper": PAPER[s.preset], "rows": rows, "text": "; ".join(parts),
-            "svm_rank": rank}
+    return {"paper": PAPER[s.preset], "rows": rows, "text": "; ".join(parts), "svm_rank": rank}

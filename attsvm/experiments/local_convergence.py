@@ -9,6 +9,7 @@ that α, and per iteration k:
 
 reported as mean ± std over runs, per parameterization (PAPER.md §6 fact 8).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,27 +24,40 @@ from .core import Progress, Result, check_budget, fmt, no_progress, settings_dic
 
 NAME = "local-convergence"
 TITLE = "Local convergence: softmax and correlation with W^mm_α / W^mm_*,α"
-PAPER = ("official code, 100 runs: softmax 0.961 (W, step 200) / 0.9985 ((K,Q), step 100); "
-         "at step 1000 corr(W-GD, W^mm_α) 0.987, corr(W-GD, W^mm_*,α) 0.856, "
-         "corr((K,Q)-GD, W^mm_*,α) 0.995, corr((K,Q)-GD, W^mm_α) 0.853; "
-         "71 % (W) / 72 % ((K,Q)) of runs end at α = opt")
-NOTES = ("The authors' saved correlation figure labels its two curves 'W' and '(K,Q)', but both "
-         "are correlations of one parameterization's iterate, with W^mm_α and with W^mm_*,α "
-         "(PAPER.md §7, pitfall 3). Here every curve is named by the SVM it is compared with.",)
+PAPER = (
+    "official code, 100 runs: softmax 0.961 (W, step 200) / 0.9985 ((K,Q), step 100); "
+    "at step 1000 corr(W-GD, W^mm_α) 0.987, corr(W-GD, W^mm_*,α) 0.856, "
+    "corr((K,Q)-GD, W^mm_*,α) 0.995, corr((K,Q)-GD, W^mm_α) 0.853; "
+    "71 % (W) / 72 % ((K,Q)) of runs end at α = opt"
+)
+NOTES = (
+    "The authors' saved correlation figure labels its two curves 'W' and '(K,Q)', but both "
+    "are correlations of one parameterization's iterate, with W^mm_α and with W^mm_*,α "
+    "(PAPER.md §7, pitfall 3). Here every curve is named by the SVM it is compared with.",
+)
 # the official code's numbers (PAPER.md §4 E2 table): (param, measure) -> {step: value}
 REFERENCE = {
-    ("W", "softmax"): {0: 0.160, 50: 0.430, 100: 0.733, 200: 0.961, 300: 0.994, 500: 0.9997,
-                       1000: 1.000},
-    ("KQ", "softmax"): {0: 0.145, 50: 0.860, 100: 0.9985, 200: 1.0, 300: 1.0, 500: 1.0,
-                        1000: 1.0},
+    ("W", "softmax"): {
+        0: 0.160,
+        50: 0.430,
+        100: 0.733,
+        200: 0.961,
+        300: 0.994,
+        500: 0.9997,
+        1000: 1.000,
+    },
+    ("KQ", "softmax"): {0: 0.145, 50: 0.860, 100: 0.9985, 200: 1.0, 300: 1.0, 500: 1.0, 1000: 1.0},
     ("W", "corr_fro"): {0: 0.032, 100: 0.738, 200: 0.878, 500: 0.966, 1000: 0.987, 2000: 0.995},
     ("W", "corr_nuc"): {0: 0.037, 100: 0.689, 200: 0.793, 500: 0.848, 1000: 0.856, 2000: 0.860},
     ("KQ", "corr_fro"): {0: 0.045, 100: 0.761, 200: 0.820, 500: 0.846, 1000: 0.853, 2000: 0.851},
     ("KQ", "corr_nuc"): {0: 0.050, 100: 0.849, 200: 0.937, 500: 0.980, 1000: 0.995, 2000: 0.997},
 }
 REFERENCE_GLOBAL = {"W": 0.71, "KQ": 0.72}
-MEASURES = {"softmax": "softmax of the selected token", "corr_fro": "corr with W^mm_α (Frobenius)",
-            "corr_nuc": "corr with W^mm_*,α (nuclear)"}
+MEASURES = {
+    "softmax": "softmax of the selected token",
+    "corr_fro": "corr with W^mm_α (Frobenius)",
+    "corr_nuc": "corr with W^mm_*,α (nuclear)",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,10 +86,18 @@ class Settings:
         check_float("lr", self.lr, 0.0, 10.0, lo_open=True)
         check_int("record_every", self.record_every, 1, self.steps)
         if self.steps % self.record_every:
-            raise ValueError(f"`record_every` must divide `steps` ({self.steps}); got {self.record_every}")
+            raise ValueError(
+                f"`record_every` must divide `steps` ({self.steps}); got {self.record_every}"
+            )
         params = tuple(self.params)
-        if not params or any(p not in ("W", "KQ") for p in params) or len(set(params)) != len(params):
-            raise ValueError(f"`params` must be a non-empty subset of ['W', 'KQ']; got {self.params!r}")
+        if (
+            not params
+            or any(p not in ("W", "KQ") for p in params)
+            or len(set(params)) != len(params)
+        ):
+            raise ValueError(
+                f"`params` must be a non-empty subset of ['W', 'KQ']; got {self.params!r}"
+            )
         object.__setattr__(self, "params", params)
         check_int("data_seed", self.data_seed, 0, 2**31)
         check_int("seed", self.seed, 0, 2**31)
@@ -85,53 +107,97 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
     for param in s.params:
         check_budget(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=s.runs, param=param)
     probs = [random_problem(s.n, s.T, s.d, seed=s.data_seed + r) for r in range(s.runs)]
-    opt = np.stack([token_scores(p).argmax(-1) for p in probs])            # (R, n)
+    opt = np.stack([token_scores(p).argmax(-1) for p in probs])  # (R, n)
     trajs, share = {}, 0.8 / len(s.params)
     for j, param in enumerate(s.params):
-        sub = lambda f, t, j=j: progress(share * (j + f), f"{param}: {t}")  # noqa: E731
-        trajs[param] = train_all(probs, param=param, steps=s.steps, lr=s.lr,
-                                 record_every=s.record_every, seed=s.seed, progress=sub)
+
+        def sub(f, t, j=j, param=param):
+            progress(share * (j + f), f"{param}: {t}")
+
+        trajs[param] = train_all(
+            probs,
+            param=param,
+            steps=s.steps,
+            lr=s.lr,
+            record_every=s.record_every,
+            seed=s.seed,
+            progress=sub,
+        )
     # SVMs for each distinct (run, α): both parameterizations usually share most of them
     alphas = {p: trajs[p]["probs"][:, -1].argmax(-1) for p in s.params}  # (R, n)
     keys = sorted({(r, tuple(alphas[p][r])) for p in s.params for r in range(s.runs)})
     progress(0.82, f"SVMs: {len(keys)} selections × 2 norms")
-    sols = {norm: fastsvm.solve_many([probs[r] for r, _ in keys], [np.array(a) for _, a in keys],
-                                     norm) for norm in ("fro", "nuc")}
-    W_svm = {norm: dict(zip(keys, sols[norm]["W"])) for norm in sols}
+    sols = {
+        norm: fastsvm.solve_many([probs[r] for r, _ in keys], [np.array(a) for _, a in keys], norm)
+        for norm in ("fro", "nuc")
+    }
+    W_svm = {norm: dict(zip(keys, sols[norm]["W"], strict=True)) for norm in sols}
     progress(0.95, "statistics")
     curves, runs_rows = [], []
     for param in s.params:
         tr = trajs[param]
-        per = {"softmax": tr["probs"].max(-1).mean(-1)}                      # (R, k)
+        per = {"softmax": tr["probs"].max(-1).mean(-1)}  # (R, k)
         for norm in ("fro", "nuc"):
-            per[f"corr_{norm}"] = np.stack([
-                correlation(tr["W"][r], W_svm[norm][(r, tuple(alphas[param][r]))])
-                if W_svm[norm][(r, tuple(alphas[param][r]))] is not None
-                else np.full(len(tr["steps"]), np.nan) for r in range(s.runs)])
+            per[f"corr_{norm}"] = np.stack(
+                [
+                    correlation(tr["W"][r], W_svm[norm][(r, tuple(alphas[param][r]))])
+                    if W_svm[norm][(r, tuple(alphas[param][r]))] is not None
+                    else np.full(len(tr["steps"]), np.nan)
+                    for r in range(s.runs)
+                ]
+            )
         for measure, vals in per.items():
             ok = np.isfinite(vals)
             cnt = ok.sum(0)
-            mean = np.nanmean(np.where(ok, vals, np.nan), axis=0) if ok.any() else np.full(vals.shape[1], np.nan)
-            std = (np.nanstd(np.where(ok, vals, np.nan), axis=0, ddof=1) if (cnt > 1).all()
-                   else np.zeros(vals.shape[1]))
-            curves.append(pd.DataFrame(dict(param=param, measure=measure, step=tr["steps"],
-                                            mean=mean, std=std, count=cnt)))
+            mean = (
+                np.nanmean(np.where(ok, vals, np.nan), axis=0)
+                if ok.any()
+                else np.full(vals.shape[1], np.nan)
+            )
+            std = (
+                np.nanstd(np.where(ok, vals, np.nan), axis=0, ddof=1)
+                if (cnt > 1).all()
+                else np.zeros(vals.shape[1])
+            )
+            curves.append(
+                pd.DataFrame(
+                    dict(
+                        param=param,
+                        measure=measure,
+                        step=tr["steps"],
+                        mean=mean,
+                        std=std,
+                        count=cnt,
+                    )
+                )
+            )
         for r in range(s.runs):
             a = alphas[param][r]
-            runs_rows.append(dict(
-                param=param, run=r, data_seed=s.data_seed + r, alpha=" ".join(map(str, a)),
-                is_global=bool(np.array_equal(a, opt[r])),
-                feasible_fro=W_svm["fro"][(r, tuple(a))] is not None,
-                feasible_nuc=W_svm["nuc"][(r, tuple(a))] is not None,
-                final_corr_fro=float(per["corr_fro"][r, -1]),
-                final_corr_nuc=float(per["corr_nuc"][r, -1]),
-                final_softmax=float(per["softmax"][r, -1]),
-                final_norm=float(np.linalg.norm(tr["W"][r, -1]))))
+            runs_rows.append(
+                dict(
+                    param=param,
+                    run=r,
+                    data_seed=s.data_seed + r,
+                    alpha=" ".join(map(str, a)),
+                    is_global=bool(np.array_equal(a, opt[r])),
+                    feasible_fro=W_svm["fro"][(r, tuple(a))] is not None,
+                    feasible_nuc=W_svm["nuc"][(r, tuple(a))] is not None,
+                    final_corr_fro=float(per["corr_fro"][r, -1]),
+                    final_corr_nuc=float(per["corr_nuc"][r, -1]),
+                    final_softmax=float(per["softmax"][r, -1]),
+                    final_norm=float(np.linalg.norm(tr["W"][r, -1])),
+                )
+            )
     curve = pd.concat(curves, ignore_index=True)
     runs_df = pd.DataFrame(runs_rows)
     summary = _summary(s, curve, runs_df)
-    return Result(name=NAME, frames={"curves": curve, "runs": runs_df}, summary=summary,
-                  settings=settings_dict(s), notes=NOTES)
+    return Result(
+        name=NAME,
+        frames={"curves": curve, "runs": runs_df},
+        summary=summary,
+        settings=settings_dict(s),
+        notes=NOTES,
+    )
 
 
 def _value(curve, param, measure, step):
@@ -148,8 +214,16 @@ def _summary(s: Settings, curve, runs_df) -> dict:
         for step, paper in ref.items():
             if step in steps:
                 mean, std = _value(curve, param, measure, step)
-                out["rows"].append(dict(param=param, measure=measure, step=step, ours=mean,
-                                        ours_std=std, paper=paper))
+                out["rows"].append(
+                    dict(
+                        param=param,
+                        measure=measure,
+                        step=step,
+                        ours=mean,
+                        ours_std=std,
+                        paper=paper,
+                    )
+                )
     frac = runs_df.groupby("param")["is_global"].mean().to_dict()
     out["fraction_global"] = {p: float(v) for p, v in frac.items()}
     out["paper_fraction_global"] = {p: REFERENCE_GLOBAL[p] for p in s.params}
@@ -158,11 +232,16 @@ def _summary(s: Settings, curve, runs_df) -> dict:
     for param in s.params:
         own, other = ("corr_fro", "corr_nuc") if param == "W" else ("corr_nuc", "corr_fro")
         a, b = _value(curve, param, own, last)[0], _value(curve, param, other, last)[0]
-        ra, rb = REFERENCE.get((param, own), {}).get(last), REFERENCE.get((param, other), {}).get(last)
+        ra, rb = (
+            REFERENCE.get((param, own), {}).get(last),
+            REFERENCE.get((param, other), {}).get(last),
+        )
         svm_own = "W^mm_α" if param == "W" else "W^mm_*,α"
         svm_other = "W^mm_*,α" if param == "W" else "W^mm_α"
-        parts.append(f"{param}-GD step {last}: corr {svm_own} {fmt(a, 4)} (paper {fmt(ra, 4)}), "
-                     f"{svm_other} {fmt(b, 3)} (paper {fmt(rb, 3)}); α=opt in "
-                     f"{100 * frac.get(param, np.nan):.0f} % (paper {100 * REFERENCE_GLOBAL[param]:.0f} %)")
+        parts.append(
+            f"{param}-GD step {last}: corr {svm_own} {fmt(a, 4)} (paper {fmt(ra, 4)}), "
+            f"{svm_other} {fmt(b, 3)} (paper {fmt(rb, 3)}); α=opt in "
+            f"{100 * frac.get(param, np.nan):.0f} % (paper {100 * REFERENCE_GLOBAL[param]:.0f} %)"
+        )
     out["text"] = "; ".join(parts)
     return out

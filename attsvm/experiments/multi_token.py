@@ -16,6 +16,7 @@ Speed: candidates are trained in large batches (one compiled program, every devi
 filter runs on the final softmax, and the SVMs (exact least-distance programs, see
 `fastsvm`) are solved for accepted runs only.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,19 +28,37 @@ from ..metrics import correlation
 from ..problems import check_float, check_int, random_problem
 from ..svm import constraint_rows
 from . import fastsvm
-from .core import (Progress, Result, check_grid, check_sweep_work, chunk_size, fmt,
-                   no_progress, settings_dict, sweep)
+from .core import (
+    Progress,
+    Result,
+    check_grid,
+    check_sweep_work,
+    chunk_size,
+    fmt,
+    no_progress,
+    settings_dict,
+    sweep,
+)
 
 NAME = "multi-token"
 TITLE = "Multi-token selection (ReLU head): GD against the generalized SVM"
-TARGETS = {"svmeq": "W^SVMeq = W^fin + R·W^dir", "dir": "W^dir (\"W^mm\")",
-           "one_token": "one-token Att-SVM"}
+TARGETS = {
+    "svmeq": "W^SVMeq = W^fin + R·W^dir",
+    "dir": 'W^dir ("W^mm")',
+    "one_token": "one-token Att-SVM",
+}
 # saved figure (final mean 1 − corr, read off log axes), PAPER.md §4 E4
-REFERENCE = {4: (0.035, 0.07, 0.16), 6: (0.017, 0.043, 0.15), 8: (0.011, 0.015, 0.14),
-             10: (0.0055, 0.0085, 0.12)}
-PAPER = ("saved figure, final mean 1 − corr (SVMeq / W^dir / one-token): d=4 .035/.07/.16, "
-         "d=6 .017/.043/.15, d=8 .011/.015/.14, d=10 .0055/.0085/.12; ordering "
-         "SVMeq < W^dir < one-token at every d (PAPER.md §6 fact 12)")
+REFERENCE = {
+    4: (0.035, 0.07, 0.16),
+    6: (0.017, 0.043, 0.15),
+    8: (0.011, 0.015, 0.14),
+    10: (0.0055, 0.0085, 0.12),
+}
+PAPER = (
+    "saved figure, final mean 1 − corr (SVMeq / W^dir / one-token): d=4 .035/.07/.16, "
+    "d=6 .017/.043/.15, d=8 .011/.015/.14, d=10 .0055/.0085/.12; ordering "
+    "SVMeq < W^dir < one-token at every d (PAPER.md §6 fact 12)"
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,7 +90,9 @@ class Settings:
         check_float("lr", self.lr, 0.0, 10.0, lo_open=True)
         check_int("record_every", self.record_every, 1, self.steps)
         if self.steps % self.record_every:
-            raise ValueError(f"`record_every` must divide `steps` ({self.steps}); got {self.record_every}")
+            raise ValueError(
+                f"`record_every` must divide `steps` ({self.steps}); got {self.record_every}"
+            )
         check_float("select", self.select, 0.0, 1.0, lo_open=True)
         check_float("mask", self.mask, 0.0, self.select, lo_open=True)
         check_int("first_seed", self.first_seed, 0, 2**31)
@@ -96,13 +117,13 @@ def generalized_svm(prob, W, s, select):
     sel = s > select
     first = np.argmax(sel, axis=1)
     ei, et = np.nonzero(sel & (np.arange(prob.T)[None] != first[:, None]))
-    E = _pair_rows(X, Z, ei, first[ei], et)                    # equalities E w = 0
+    E = _pair_rows(X, Z, ei, first[ei], et)  # equalities E w = 0
     ii, tt, uu = np.nonzero(sel[:, :, None] & ~sel[:, None, :])
-    G = _pair_rows(X, Z, ii, tt, uu)                           # inequalities G w ≥ 1
+    G = _pair_rows(X, Z, ii, tt, uu)  # inequalities G w ≥ 1
     if len(E):
         _, sv, Vt = np.linalg.svd(E)
         rank = int(np.sum(sv > 1e-10 * sv[0]))
-        Nb = Vt[rank:].T                                       # null space of E: (d², k)
+        Nb = Vt[rank:].T  # null space of E: (d², k)
     else:
         Nb = np.eye(d * d)
     if Nb.shape[1] == 0:
@@ -132,10 +153,14 @@ def _classify(s, select, mask):
 
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
     # acceptance falls to ~1.6 % at d = 10 (PAPER.md §4 E4): price ~64 candidates per run
-    check_sweep_work([((s.n, s.T, d), min(s.max_seeds, 64 * s.runs)) for d in s.ds],
-                     steps=s.steps, runs_cap=s.runs, what="the multi-token candidate sweep")
+    check_sweep_work(
+        [((s.n, s.T, d), min(s.max_seeds, 64 * s.runs)) for d in s.ds],
+        steps=s.steps,
+        runs_cap=s.runs,
+        what="the multi-token candidate sweep",
+    )
     curves, scatter, counts = [], [], []
-    C = chunk_size(10**9)              # fixed chunk: numbers independent of batch rounds
+    C = chunk_size(10**9)  # fixed chunk: numbers independent of batch rounds
     for jd, d in enumerate(s.ds):
         base = jd / len(s.ds)
         accepted, tally = [], dict(all_plus=0, ambiguous=0, nothing_masked=0, infeasible=0)
@@ -154,12 +179,24 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
             cand_seeds = {c[0] for c in cands}
             n_ok = len(accepted)
             probs = [p for _, p in cands]
-            msg = lambda f, t: progress(base + f / len(s.ds) * 0.9,  # noqa: E731
-                                        f"d={d}: {t}; accepted {len(accepted)}/{s.runs}")
-            last = next_seed - 1                     # the last seed whose outcome counts
-            for idx, tr in sweep(probs, param="W", steps=s.steps, lr=s.lr, seed=s.seed,
-                                 record_every=s.record_every, indices=[c[0] for c in cands],
-                                 chunk=C, progress=msg):
+
+            def msg(f, t, base=base, d=d, accepted=accepted):
+                progress(
+                    base + f / len(s.ds) * 0.9, f"d={d}: {t}; accepted {len(accepted)}/{s.runs}"
+                )
+
+            last = next_seed - 1  # the last seed whose outcome counts
+            for idx, tr in sweep(
+                probs,
+                param="W",
+                steps=s.steps,
+                lr=s.lr,
+                seed=s.seed,
+                record_every=s.record_every,
+                indices=[c[0] for c in cands],
+                chunk=C,
+                progress=msg,
+            ):
                 for b, k in enumerate(idx):
                     seed, p = cands[k]
                     if len(accepted) >= s.runs:
@@ -179,13 +216,14 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
                         continue
                     accepted.append(dict(seed=seed, W=tr.W[b], s=sf, gen=gen, one=one))
                 if len(accepted) >= s.runs:
-                    break                            # the sweep stops its remaining chunks
-            if len(accepted) < s.runs:                # the whole round was examined
+                    break  # the sweep stops its remaining chunks
+            if len(accepted) < s.runs:  # the whole round was examined
                 last = next_seed + want - 1
             # count only the seeds up to the last one examined (all-+1 seeds past it are not)
             seen = last - next_seed + 1
-            tally["all_plus"] -= sum(1 for sd in range(last + 1, next_seed + want)
-                                     if sd not in cand_seeds)
+            tally["all_plus"] -= sum(
+                1 for sd in range(last + 1, next_seed + want) if sd not in cand_seeds
+            )
             next_seed = last + 1
             tried += seen
             rate = max(len(accepted) - n_ok, 1) / max(seen, 1)
@@ -196,21 +234,35 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
             masked = sf[sf <= s.select]
             for key, target in (("svmeq", W_eq), ("dir", W_dir), ("one_token", acc["one"])):
                 c = correlation(acc["W"], target)
-                curves.append(pd.DataFrame(dict(d=d, run=r, step=steps, target=key,
-                                                one_minus_corr=1.0 - c)))
-            scatter.append(dict(d=d, run=r, seed=acc["seed"],
-                                max_masked_prob=float(masked.max()) if masked.size else np.nan,
-                                one_minus_corr=float(1.0 - correlation(acc["W"][-1], W_eq)),
-                                mean_selected=float((sf > s.select).sum(-1).mean()),
-                                multi_token=bool(((sf > s.select).sum(-1) > 1).any())))
+                curves.append(
+                    pd.DataFrame(dict(d=d, run=r, step=steps, target=key, one_minus_corr=1.0 - c))
+                )
+            scatter.append(
+                dict(
+                    d=d,
+                    run=r,
+                    seed=acc["seed"],
+                    max_masked_prob=float(masked.max()) if masked.size else np.nan,
+                    one_minus_corr=float(1.0 - correlation(acc["W"][-1], W_eq)),
+                    mean_selected=float((sf > s.select).sum(-1).mean()),
+                    multi_token=bool(((sf > s.select).sum(-1) > 1).any()),
+                )
+            )
         counts.append(dict(d=d, seeds_tried=tried, accepted=len(accepted), **tally))
-    long = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame(
-        columns=["d", "run", "step", "target", "one_minus_corr"])
-    curve = (long.groupby(["d", "target", "step"])["one_minus_corr"]
-             .agg(["mean", "median", "std", "count"]).reset_index())
+    long = (
+        pd.concat(curves, ignore_index=True)
+        if curves
+        else pd.DataFrame(columns=["d", "run", "step", "target", "one_minus_corr"])
+    )
+    curve = (
+        long.groupby(["d", "target", "step"])["one_minus_corr"]
+        .agg(["mean", "median", "std", "count"])
+        .reset_index()
+    )
     frames = {"curves": curve, "scatter": pd.DataFrame(scatter), "counts": pd.DataFrame(counts)}
-    return Result(name=NAME, frames=frames, summary=_summary(s, curve, frames),
-                  settings=settings_dict(s))
+    return Result(
+        name=NAME, frames=frames, summary=_summary(s, curve, frames), settings=settings_dict(s)
+    )
 
 
 def _summary(s, curve, frames) -> dict:
@@ -223,14 +275,27 @@ def _summary(s, curve, frames) -> dict:
             hit = curve[(curve.d == d) & (curve.target == key) & (curve.step == last)]
             vals[key] = float(hit["mean"].iloc[0]) if len(hit) else np.nan
         ref = REFERENCE.get(d, (np.nan,) * 3)
-        rows.append(dict(d=d, ours_svmeq=vals["svmeq"], ours_dir=vals["dir"],
-                         ours_one_token=vals["one_token"], paper_svmeq=ref[0], paper_dir=ref[1],
-                         paper_one_token=ref[2]))
+        rows.append(
+            dict(
+                d=d,
+                ours_svmeq=vals["svmeq"],
+                ours_dir=vals["dir"],
+                ours_one_token=vals["one_token"],
+                paper_svmeq=ref[0],
+                paper_dir=ref[1],
+                paper_one_token=ref[2],
+            )
+        )
         ordered &= vals["svmeq"] < vals["dir"] < vals["one_token"]
-        parts.append(f"d={d}: {fmt(vals['svmeq'], 2)}/{fmt(vals['dir'], 2)}/"
-                     f"{fmt(vals['one_token'], 2)} (paper {ref[0]}/{ref[1]}/{ref[2]})")
+        parts.append(
+            f"d={d}: {fmt(vals['svmeq'], 2)}/{fmt(vals['dir'], 2)}/"
+            f"{fmt(vals['one_token'], 2)} (paper {ref[0]}/{ref[1]}/{ref[2]})"
+        )
     cnt = frames["counts"]
-    text = ("final mean 1 − corr SVMeq/W^dir/one-token: " + ", ".join(parts)
-            + f"; ordering SVMeq < W^dir < one-token at every d: {'yes' if ordered else 'NO'}"
-            + f"; accepted {int(cnt.accepted.sum())} of {int(cnt.seeds_tried.sum())} seeds")
+    text = (
+        "final mean 1 − corr SVMeq/W^dir/one-token: "
+        + ", ".join(parts)
+        + f"; ordering SVMeq < W^dir < one-token at every d: {'yes' if ordered else 'NO'}"
+        + f"; accepted {int(cnt.accepted.sum())} of {int(cnt.seeds_tried.sum())} seeds"
+    )
     return {"paper": PAPER, "rows": rows, "ordering_holds": bool(ordered), "text": text}

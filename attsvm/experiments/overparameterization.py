@@ -9,6 +9,7 @@ from the default init; α = argmax_t of the final softmax. Each run is
 and we report, per d, the fraction global, the fraction locally optimal (incl. global), and
 the fraction of instances whose Att-SVM at opt is feasible.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,16 +19,34 @@ import pandas as pd
 
 from ..problems import check_choice, check_float, check_int, random_problem, token_scores
 from . import fastsvm
-from .core import Progress, Result, check_budget, check_grid, fmt, no_progress, settings_dict, train_all
+from .core import (
+    Progress,
+    Result,
+    check_budget,
+    check_grid,
+    fmt,
+    no_progress,
+    settings_dict,
+    train_all,
+)
 
 NAME = "overparameterization"
 TITLE = "Over-parameterization: share of GD runs reaching the global / a local optimum"
 # PAPER.md §4 E6 (official-code re-run, 50 runs per d, n=6, T=8)
-REFERENCE = {2: (0.22, 0.48), 4: (0.28, 0.96), 6: (0.48, 0.98), 8: (0.56, 0.98),
-             10: (0.68, 1.00), 15: (0.78, 1.00), 20: (0.76, 1.00)}
-PAPER = ("share of W-GD runs ending at α = opt rises with d (≈0.2–0.3 at d = 2–4, ≈0.7–0.8 at "
-         "d ≥ 10, n=6, T=8) and essentially every run ends at a locally optimal α once d ≥ 4 "
-         "(PAPER.md §6 fact 9; the paper's own bar heights are not recoverable)")
+REFERENCE = {
+    2: (0.22, 0.48),
+    4: (0.28, 0.96),
+    6: (0.48, 0.98),
+    8: (0.56, 0.98),
+    10: (0.68, 1.00),
+    15: (0.78, 1.00),
+    20: (0.76, 1.00),
+}
+PAPER = (
+    "share of W-GD runs ending at α = opt rises with d (≈0.2–0.3 at d = 2–4, ≈0.7–0.8 at "
+    "d ≥ 10, n=6, T=8) and essentially every run ends at a locally optimal α once d ≥ 4 "
+    "(PAPER.md §6 fact 9; the paper's own bar heights are not recoverable)"
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,8 +93,14 @@ def classify_runs(probs, alphas, norm: str = "fro") -> list[dict]:
             sel = g[np.arange(p.n), a][:, None]
             local = bool(np.all(~at_alpha["support"][b] | (g < sel)))
         is_global = bool(np.array_equal(a, opts[b]))
-        out.append(dict(is_global=is_global, feasible=feas, local=local or is_global,
-                        feasible_opt=bool(at_opt["feasible"][b])))
+        out.append(
+            dict(
+                is_global=is_global,
+                feasible=feas,
+                local=local or is_global,
+                feasible_opt=bool(at_opt["feasible"][b]),
+            )
+        )
     return out
 
 
@@ -86,22 +111,41 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
     for j, d in enumerate(s.ds):
         base, share = j / len(s.ds), 1 / len(s.ds)
         probs = [random_problem(s.n, s.T, d, seed=s.data_seed + r) for r in range(s.runs)]
-        tr = train_all(probs, param=s.param, steps=s.steps, lr=s.lr, record_every=s.steps,
-                       seed=s.seed, progress=lambda f, t, d=d, base=base: progress(
-                           base + 0.9 * share * f, f"d={d}: {t}"))
+        tr = train_all(
+            probs,
+            param=s.param,
+            steps=s.steps,
+            lr=s.lr,
+            record_every=s.steps,
+            seed=s.seed,
+            progress=lambda f, t, d=d, base=base, share=share: progress(
+                base + 0.9 * share * f, f"d={d}: {t}"
+            ),
+        )
         alphas = list(tr["probs"][:, -1].argmax(-1))
         progress(base + 0.92 * share, f"d={d}: SVMs")
         norm = "fro" if s.param == "W" else "nuc"
         for r, c in enumerate(classify_runs(probs, alphas, norm)):
-            rows.append(dict(d=d, run=r, data_seed=s.data_seed + r,
-                             alpha=" ".join(map(str, alphas[r])), **c))
+            rows.append(
+                dict(
+                    d=d, run=r, data_seed=s.data_seed + r, alpha=" ".join(map(str, alphas[r])), **c
+                )
+            )
     runs_df = pd.DataFrame(rows)
-    frac = (runs_df.groupby("d")[["is_global", "local", "feasible", "feasible_opt"]].mean()
-            .reset_index().rename(columns={"is_global": "global"}))
+    frac = (
+        runs_df.groupby("d")[["is_global", "local", "feasible", "feasible_opt"]]
+        .mean()
+        .reset_index()
+        .rename(columns={"is_global": "global"})
+    )
     frac["not_local"] = 1.0 - frac["local"]
     frac["runs"] = runs_df.groupby("d").size().values
-    return Result(name=NAME, frames={"fractions": frac, "runs": runs_df},
-                  summary=_summary(s, frac), settings=settings_dict(s))
+    return Result(
+        name=NAME,
+        frames={"fractions": frac, "runs": runs_df},
+        summary=_summary(s, frac),
+        settings=settings_dict(s),
+    )
 
 
 def _summary(s, frac) -> dict:
@@ -109,12 +153,24 @@ def _summary(s, frac) -> dict:
     for _, r in frac.iterrows():
         d = int(r.d)
         ref = REFERENCE.get(d, (None, None))
-        rows.append(dict(d=d, ours_global=float(r["global"]), ours_local=float(r["local"]),
-                         ours_feasible_opt=float(r.feasible_opt), paper_global=ref[0],
-                         paper_local=ref[1]))
-        parts.append(f"d={d}: {fmt(r['global'], 2)}/{fmt(r['local'], 2)}"
-                     + (f" (paper {ref[0]}/{ref[1]})" if ref[0] is not None else ""))
-    text = ("share of runs global/locally-optimal: " + ", ".join(parts)
-            + f"; Att-SVM at opt feasible in {fmt(frac.feasible_opt.min(), 2)}–"
-              f"{fmt(frac.feasible_opt.max(), 2)} of instances")
+        rows.append(
+            dict(
+                d=d,
+                ours_global=float(r["global"]),
+                ours_local=float(r["local"]),
+                ours_feasible_opt=float(r.feasible_opt),
+                paper_global=ref[0],
+                paper_local=ref[1],
+            )
+        )
+        parts.append(
+            f"d={d}: {fmt(r['global'], 2)}/{fmt(r['local'], 2)}"
+            + (f" (paper {ref[0]}/{ref[1]})" if ref[0] is not None else "")
+        )
+    text = (
+        "share of runs global/locally-optimal: "
+        + ", ".join(parts)
+        + f"; Att-SVM at opt feasible in {fmt(frac.feasible_opt.min(), 2)}–"
+        f"{fmt(frac.feasible_opt.max(), 2)} of instances"
+    )
     return {"paper": PAPER, "rows": rows, "text": text}

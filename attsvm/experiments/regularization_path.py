@@ -15,6 +15,7 @@ constraint is active (the loss keeps decreasing outward), so we minimize on the 
 W = R U/‖U‖, warm-started along R plus random restarts (the loss is not convex); the best
 of those is reported.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,8 +32,10 @@ from .core import Progress, Result, fmt, no_progress, settings_dict
 
 NAME = "regularization-path"
 TITLE = "Regularization path: argmin over the norm ball, against the SVM directions"
-PAPER = ("theorems (no experiment in the authors' repository): corr(W_R, W^mm) → 1 and "
-         "corr(K_R Q_Rᵀ, W^mm_*) → 1 as R → ∞")
+PAPER = (
+    "theorems (no experiment in the authors' repository): corr(W_R, W^mm) → 1 and "
+    "corr(K_R Q_Rᵀ, W^mm_*) → 1 as R → ∞"
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,8 +65,14 @@ class Settings:
         check_int("radii", self.radii, 2, 200)
         check_int("restarts", self.restarts, 0, 20)
         params = tuple(self.params)
-        if not params or any(p not in ("W", "KQ") for p in params) or len(set(params)) != len(params):
-            raise ValueError(f"`params` must be a non-empty subset of ['W', 'KQ']; got {self.params!r}")
+        if (
+            not params
+            or any(p not in ("W", "KQ") for p in params)
+            or len(set(params)) != len(params)
+        ):
+            raise ValueError(
+                f"`params` must be a non-empty subset of ['W', 'KQ']; got {self.params!r}"
+            )
         object.__setattr__(self, "params", params)
         check_int("seed", self.seed, 0, 2**31)
 
@@ -73,28 +82,36 @@ class _Excess:
 
     def __init__(self, prob):
         self.X, self.Z, self.n = prob.X, prob.Z, prob.n
-        g = token_scores(prob)                                        # (n, T)
+        g = token_scores(prob)  # (n, T)
         o = g.argmax(-1)
-        self.gap = g[np.arange(prob.n), o][:, None] - g               # γ_io − γ_it ≥ 0
+        self.gap = g[np.arange(prob.n), o][:, None] - g  # γ_io − γ_it ≥ 0
         with np.errstate(divide="ignore"):
-            self.log_gap = np.log(self.gap)                           # −inf at o
-        self.c = 1.0 / (1.0 + np.exp(g[np.arange(prob.n), o]))        # σ(−γ_io)
+            self.log_gap = np.log(self.gap)  # −inf at o
+        self.c = 1.0 / (1.0 + np.exp(g[np.arange(prob.n), o]))  # σ(−γ_io)
 
     def __call__(self, W):
         a = np.einsum("ntd,de,ne->nt", self.X, W, self.Z)
         log_s = a - logsumexp(a, axis=1, keepdims=True)
-        log_delta = logsumexp(log_s + self.log_gap, axis=1)            # (n,)
+        log_delta = logsumexp(log_s + self.log_gap, axis=1)  # (n,)
         delta = np.exp(log_delta)
         # log E_i = log log1p(expm1(δ) c), computed from log δ when δ is tiny
         big = delta > 1e-8
-        ei = np.where(big, np.log(np.log1p(np.expm1(np.minimum(delta, 700.0)) * self.c)),
-                      log_delta + np.log(self.c) + np.log1p(0.5 * delta * (1 - 2 * self.c)))
+        ei = np.where(
+            big,
+            np.log(np.log1p(np.expm1(np.minimum(delta, 700.0)) * self.c)),
+            log_delta + np.log(self.c) + np.log1p(0.5 * delta * (1 - 2 * self.c)),
+        )
         val = logsumexp(ei) - np.log(self.n)
         # ∂ log E/∂δ_i = (E_i / Σ E) · (∂ log E_i/∂δ_i); ∂δ_i/∂a_it = s_it (gap_it − δ_i)
         w = np.exp(ei - logsumexp(ei))
-        dlog = np.where(big, np.exp(np.minimum(delta, 700.0)) * self.c
-                        / (1.0 + np.expm1(np.minimum(delta, 700.0)) * self.c)
-                        / np.exp(np.where(big, ei, 0.0)), 1.0 / delta)
+        dlog = np.where(
+            big,
+            np.exp(np.minimum(delta, 700.0))
+            * self.c
+            / (1.0 + np.expm1(np.minimum(delta, 700.0)) * self.c)
+            / np.exp(np.where(big, ei, 0.0)),
+            1.0 / delta,
+        )
         # s_it·(gap_it − δ_i)·dlog_i, with s/δ formed in logs when δ is tiny
         coef = np.exp(log_s) * (self.gap - delta[:, None]) * (w * dlog)[:, None]
         grad = np.einsum("nt,ntd,ne->de", coef, self.X, self.Z)
@@ -103,14 +120,17 @@ class _Excess:
 
 def _on_sphere(fun, radius, x0):
     """minimize fun(radius · x/‖x‖) over x by L-BFGS; returns (value, point)."""
+
     def f(x):
         nx = np.linalg.norm(x)
         u = x / nx
         val, g = fun(radius * u)
         g = g * radius
         return val, (g - u * (u @ g)) / nx
-    res = minimize(f, x0, jac=True, method="L-BFGS-B", options=dict(maxiter=500, gtol=1e-10,
-                                                                      ftol=1e-14))
+
+    res = minimize(
+        f, x0, jac=True, method="L-BFGS-B", options=dict(maxiter=500, gtol=1e-10, ftol=1e-14)
+    )
     x = res.x / np.linalg.norm(res.x)
     return float(res.fun), radius * x
 
@@ -119,8 +139,10 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
     prob = random_problem(s.n, s.T, s.d, seed=s.data_seed)
     svm = {norm: solve_att_svm(prob, None, norm) for norm in ("fro", "nuc")}
     if not svm["fro"].feasible:
-        raise ValueError(f"`data_seed` must give a feasible Att-SVM at opt; got {s.data_seed} "
-                         f"({svm['fro'].status})")
+        raise ValueError(
+            f"`data_seed` must give a feasible Att-SVM at opt; got {s.data_seed} "
+            f"({svm['fro'].status})"
+        )
     ex = _Excess(prob)
     d = s.d
     radii = np.geomspace(s.r_min, s.r_max, s.radii)
@@ -128,32 +150,43 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
     rows = []
     for j, param in enumerate(s.params):
         if param == "W":
+
             def fun(x):
                 val, G = ex(x.reshape(d, d))
                 return val, G.ravel()
-            radius_of = lambda R: R                                        # noqa: E731
-            to_W = lambda x: x.reshape(d, d)                               # noqa: E731
+
+            radius_of = lambda R: R  # noqa: E731
+            to_W = lambda x: x.reshape(d, d)  # noqa: E731
             size = d * d
-        else:                                   # x = [K; Q] stacked, ‖x‖² = ‖K‖² + ‖Q‖² = 2R
+        else:  # x = [K; Q] stacked, ‖x‖² = ‖K‖² + ‖Q‖² = 2R
+
             def fun(x):
-                K, Q = x[: d * d].reshape(d, d), x[d * d:].reshape(d, d)
+                K, Q = x[: d * d].reshape(d, d), x[d * d :].reshape(d, d)
                 val, G = ex(K @ Q.T)
                 return val, np.concatenate([(G @ Q).ravel(), (G.T @ K).ravel()])
-            radius_of = lambda R: np.sqrt(2.0 * R)                         # noqa: E731
-            to_W = lambda x: x[: d * d].reshape(d, d) @ x[d * d:].reshape(d, d).T  # noqa: E731
+
+            radius_of = lambda R: np.sqrt(2.0 * R)  # noqa: E731
+            to_W = lambda x: x[: d * d].reshape(d, d) @ x[d * d :].reshape(d, d).T  # noqa: E731
             size = 2 * d * d
         warm = None
         for k, R in enumerate(radii):
             progress((j + k / len(radii)) / len(s.params), f"{param}: R = {R:.3g}")
-            starts = ([warm] if warm is not None else []) + [rng.standard_normal(size)
-                                                             for _ in range(s.restarts + (warm is None))]
+            starts = ([warm] if warm is not None else []) + [
+                rng.standard_normal(size) for _ in range(s.restarts + (warm is None))
+            ]
             best = min((_on_sphere(fun, radius_of(R), x0) for x0 in starts), key=lambda r: r[0])
             warm = best[1]
             W = to_W(best[1])
-            rows.append(dict(param=param, R=R, log_excess_loss=best[0],
-                             norm_W=float(np.linalg.norm(W)),
-                             corr_fro=correlation(W, svm["fro"].W),
-                             corr_nuc=correlation(W, svm["nuc"].W) if svm["nuc"].feasible else np.nan))
+            rows.append(
+                dict(
+                    param=param,
+                    R=R,
+                    log_excess_loss=best[0],
+                    norm_W=float(np.linalg.norm(W)),
+                    corr_fro=correlation(W, svm["fro"].W),
+                    corr_nuc=correlation(W, svm["nuc"].W) if svm["nuc"].feasible else np.nan,
+                )
+            )
     path = pd.DataFrame(rows)
     parts = []
     for param in s.params:
@@ -161,9 +194,16 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
         own = "corr_fro" if param == "W" else "corr_nuc"
         other = "corr_nuc" if param == "W" else "corr_fro"
         name = ("W^mm", "W^mm_*") if param == "W" else ("W^mm_*", "W^mm")
-        parts.append(f"{param} at R={g.R:.3g}: corr with {name[0]} {fmt(g[own], 5)}, with "
-                     f"{name[1]} {fmt(g[other], 3)}")
-    summary = {"paper": PAPER, "text": "; ".join(parts),
-               "rows": [dict(param=r.param, R=r.R, corr_fro=r.corr_fro, corr_nuc=r.corr_nuc)
-                        for r in path.groupby("param").tail(1).itertuples()]}
+        parts.append(
+            f"{param} at R={g.R:.3g}: corr with {name[0]} {fmt(g[own], 5)}, with "
+            f"{name[1]} {fmt(g[other], 3)}"
+        )
+    summary = {
+        "paper": PAPER,
+        "text": "; ".join(parts),
+        "rows": [
+            dict(param=r.param, R=r.R, corr_fro=r.corr_fro, corr_nuc=r.corr_nuc)
+            for r in path.groupby("param").tail(1).itertuples()
+        ],
+    }
     return Result(name=NAME, frames={"path": path}, summary=summary, settings=settings_dict(s))

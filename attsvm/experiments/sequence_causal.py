@@ -8,6 +8,7 @@ constraint block per (i, k):
     min ‖W‖  s.t.  (x_{i α_ik} − x_it)ᵀ W z_ik ≥ 1   for every allowed t ≠ α_ik.
 We report corr(W(k), W^mm_α) over iterations (mean ± std over runs) and how often α = opt.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,12 +19,23 @@ import pandas as pd
 from ..metrics import correlation
 from ..problems import check_choice, check_float, check_int, optimal_tokens, random_problem
 from . import fastsvm
-from .core import Progress, Result, check_budget, fmt, mean_std, no_progress, settings_dict, train_all
+from .core import (
+    Progress,
+    Result,
+    check_budget,
+    fmt,
+    mean_std,
+    no_progress,
+    settings_dict,
+    train_all,
+)
 
 NAME = "sequence-causal"
 TITLE = "Sequence-to-sequence and causal attention: GD against the per-query SVM"
-PAPER = ("paper §7: the regularization path converges to the per-(sequence, query) Att-SVM "
-         "in both the sequence-to-sequence and the causal setting (no experiment published)")
+PAPER = (
+    "paper §7: the regularization path converges to the per-(sequence, query) Att-SVM "
+    "in both the sequence-to-sequence and the causal setting (no experiment published)"
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,8 +62,14 @@ class Settings:
         check_int("T", self.T, 2, 16)
         check_int("d", self.d, 1, 64)
         modes = tuple(self.modes)
-        if not modes or any(m not in ("sequence", "causal") for m in modes) or len(set(modes)) != len(modes):
-            raise ValueError(f"`modes` must be a non-empty subset of ['sequence', 'causal']; got {self.modes!r}")
+        if (
+            not modes
+            or any(m not in ("sequence", "causal") for m in modes)
+            or len(set(modes)) != len(modes)
+        ):
+            raise ValueError(
+                f"`modes` must be a non-empty subset of ['sequence', 'causal']; got {self.modes!r}"
+            )
         object.__setattr__(self, "modes", modes)
         check_choice("attention", self.attention, ("self", "cross"))
         check_choice("param", self.param, ("W", "KQ"))
@@ -60,7 +78,9 @@ class Settings:
         check_float("lr", self.lr, 0.0, 10.0, lo_open=True)
         check_int("record_every", self.record_every, 1, self.steps)
         if self.steps % self.record_every:
-            raise ValueError(f"`record_every` must divide `steps` ({self.steps}); got {self.record_every}")
+            raise ValueError(
+                f"`record_every` must divide `steps` ({self.steps}); got {self.record_every}"
+            )
         check_int("data_seed", self.data_seed, 0, 2**31)
         check_int("seed", self.seed, 0, 2**31)
 
@@ -69,15 +89,24 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
     norm = "fro" if s.param == "W" else "nuc"
     curves, runs_rows = [], []
     for j, mode in enumerate(s.modes):
-        check_budget(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=s.runs, queries=mode,
-                     param=s.param)
+        check_budget(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=s.runs, queries=mode, param=s.param)
         base, share = j / len(s.modes), 1 / len(s.modes)
-        probs = [random_problem(s.n, s.T, s.d, seed=s.data_seed + r, attention=s.attention,
-                                queries=mode) for r in range(s.runs)]
-        tr = train_all(probs, param=s.param, steps=s.steps, lr=s.lr, record_every=s.record_every,
-                       seed=s.seed, progress=lambda f, t, mode=mode, base=base: progress(
-                           base + 0.85 * share * f, f"{mode}: {t}"))
-        alphas = list(tr["probs"][:, -1].argmax(-1))                 # (n, T) per run
+        probs = [
+            random_problem(s.n, s.T, s.d, seed=s.data_seed + r, attention=s.attention, queries=mode)
+            for r in range(s.runs)
+        ]
+        tr = train_all(
+            probs,
+            param=s.param,
+            steps=s.steps,
+            lr=s.lr,
+            record_every=s.record_every,
+            seed=s.seed,
+            progress=lambda f, t, mode=mode, base=base, share=share: progress(
+                base + 0.85 * share * f, f"{mode}: {t}"
+            ),
+        )
+        alphas = list(tr["probs"][:, -1].argmax(-1))  # (n, T) per run
         progress(base + 0.9 * share, f"{mode}: per-query SVMs")
         sols = fastsvm.solve_many(probs, alphas, norm)
         for r, p in enumerate(probs):
@@ -88,23 +117,40 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
             Wm = sols["W"][r]
             c = correlation(tr["W"][r], Wm) if Wm is not None else np.full(len(tr["steps"]), np.nan)
             curves.append(pd.DataFrame(dict(mode=mode, run=r, step=tr["steps"], corr=c)))
-            runs_rows.append(dict(mode=mode, run=r, feasible=Wm is not None,
-                                  is_global=opt is not None and bool(np.array_equal(alphas[r], opt)),
-                                  share_opt=float(np.mean(alphas[r] == opt)) if opt is not None else np.nan,
-                                  final_corr=float(c[-1]),
-                                  final_softmax=float(tr["probs"][r, -1].max(-1).mean())))
+            runs_rows.append(
+                dict(
+                    mode=mode,
+                    run=r,
+                    feasible=Wm is not None,
+                    is_global=opt is not None and bool(np.array_equal(alphas[r], opt)),
+                    share_opt=float(np.mean(alphas[r] == opt)) if opt is not None else np.nan,
+                    final_corr=float(c[-1]),
+                    final_softmax=float(tr["probs"][r, -1].max(-1).mean()),
+                )
+            )
     long = pd.concat(curves, ignore_index=True)
     curve = mean_std(long.dropna(subset=["corr"]), ["mode", "step"], "corr")
     runs_df = pd.DataFrame(runs_rows)
     parts = []
     for mode in s.modes:
         g = runs_df[runs_df["mode"] == mode]
-        parts.append(f"{mode}: final corr(W, W^mm_α) mean {fmt(g.final_corr.mean(), 4)} "
-                     f"(min {fmt(g.final_corr.min(), 3)}), α = opt for {fmt(100 * g.is_global.mean(), 3)} % "
-                     f"of runs ({fmt(100 * g.share_opt.mean(), 3)} % of queries), feasible "
-                     f"{int(g.feasible.sum())}/{len(g)}")
-    summary = {"paper": PAPER, "text": "; ".join(parts),
-               "rows": [dict(mode=m, ours_final_corr=float(runs_df[runs_df["mode"] == m].final_corr.mean()))
-                        for m in s.modes]}
-    return Result(name=NAME, frames={"curves": curve, "runs": runs_df}, summary=summary,
-                  settings=settings_dict(s))
+        parts.append(
+            f"{mode}: final corr(W, W^mm_α) mean {fmt(g.final_corr.mean(), 4)} "
+            f"(min {fmt(g.final_corr.min(), 3)}), α = opt for {fmt(100 * g.is_global.mean(), 3)} % "
+            f"of runs ({fmt(100 * g.share_opt.mean(), 3)} % of queries), feasible "
+            f"{int(g.feasible.sum())}/{len(g)}"
+        )
+    summary = {
+        "paper": PAPER,
+        "text": "; ".join(parts),
+        "rows": [
+            dict(mode=m, ours_final_corr=float(runs_df[runs_df["mode"] == m].final_corr.mean()))
+            for m in s.modes
+        ],
+    }
+    return Result(
+        name=NAME,
+        frames={"curves": curve, "runs": runs_df},
+        summary=summary,
+        settings=settings_dict(s),
+    )

@@ -14,6 +14,7 @@ Two styles:
   tol=1e-7) (absolute), and an infeasible instance counted as rank 1 (the notebook's
   `matrix_rank(None)` is 1). PAPER.md §7 pitfalls 1-2: both rules are wrong.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,19 +32,26 @@ from .core import Progress, Result, check_grid, fmt, no_progress, settings_dict
 NAME = "svm-rank"
 TITLE = "Rank of W^mm (Frobenius) vs W^mm_* (nuclear) as d grows"
 STYLES = ("accurate", "published")
-PAPER = ("accurate solves, relative threshold 1e-4: nuclear mean rank ≈2.5 (n=5,T=5, d≥4), "
-         "≈3.0–3.3 (n=5, T=10/15, d≥5), ≈3.7–3.8 (n=10, d≥10), ≈4.6–4.7 (n=15, d≥10); Frobenius "
-         "rank = min(n, d) on feasible instances. The published figure (infeasible → 1, "
-         "SCS + absolute 1e-7) shows 4.45–4.85 / 8.7–9.9 / 9.6–14.7 instead")
-NOTES = ("The authors' notebook counts an infeasible SVM as rank 1 (numpy's matrix_rank(None) "
-         "is 1) and reads SCS solver noise (1e-7…1e-5) as rank through an absolute 1e-7 "
-         "threshold (PAPER.md §7, pitfalls 1-2). attsvm solves both SVMs accurately, uses a "
-         "stated relative threshold and reports infeasible instances separately; "
-         "style='published' reproduces the notebook's rules for comparison.",)
+PAPER = (
+    "accurate solves, relative threshold 1e-4: nuclear mean rank ≈2.5 (n=5,T=5, d≥4), "
+    "≈3.0–3.3 (n=5, T=10/15, d≥5), ≈3.7–3.8 (n=10, d≥10), ≈4.6–4.7 (n=15, d≥10); Frobenius "
+    "rank = min(n, d) on feasible instances. The published figure (infeasible → 1, "
+    "SCS + absolute 1e-7) shows 4.45–4.85 / 8.7–9.9 / 9.6–14.7 instead"
+)
+NOTES = (
+    "The authors' notebook counts an infeasible SVM as rank 1 (numpy's matrix_rank(None) "
+    "is 1) and reads SCS solver noise (1e-7…1e-5) as rank through an absolute 1e-7 "
+    "threshold (PAPER.md §7, pitfalls 1-2). attsvm solves both SVMs accurately, uses a "
+    "stated relative threshold and reports infeasible instances separately; "
+    "style='published' reproduces the notebook's rules for comparison.",
+)
 # nuclear mean rank at large d, accurate solves (PAPER.md §4 E3), and feasible fractions
 REFERENCE_NUC = {(5, 5): 2.5, (5, 10): 3.15, (5, 15): 3.15, (10, 5): 3.75, (15, 5): 4.65}
-REFERENCE_FEASIBLE = {(5, 5): {1: 0.0, 2: 0.30, 3: 0.92, 4: 1.0}, (10, 5): {2: 0.017, 3: 0.16, 4: 0.89, 5: 1.0},
-                      (15, 5): {2: 0.002, 3: 0.011}}
+REFERENCE_FEASIBLE = {
+    (5, 5): {1: 0.0, 2: 0.30, 3: 0.92, 4: 1.0},
+    (10, 5): {2: 0.017, 3: 0.16, 4: 0.89, 5: 1.0},
+    (15, 5): {2: 0.002, 3: 0.011},
+}
 # the notebook's numbers (PAPER.md §4 E3): (n, T, norm) -> means over d = 1,2,3,4,5,10,15,20
 REFERENCE_PUBLISHED = {
     (5, 5, "fro"): (1.00, 1.34, 2.82, 4.00, 4.97, 5.00, 5.00, 5.00),
@@ -74,13 +82,21 @@ class Settings:
 
     def __post_init__(self):
         try:
-            pairs = tuple(sorted({(check_int("n", n, 1, 64), check_int("T", T, 2, 64))
-                                  for n, T in self.pairs}, key=lambda p: (p[1], p[0])))
+            pairs = tuple(
+                sorted(
+                    {(check_int("n", n, 1, 64), check_int("T", T, 2, 64)) for n, T in self.pairs},
+                    key=lambda p: (p[1], p[0]),
+                )
+            )
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"`pairs` must be a list of (n, T) pairs with 1 ≤ n ≤ 64 and "
-                             f"2 ≤ T ≤ 64; got {self.pairs!r}") from exc
+            raise ValueError(
+                f"`pairs` must be a list of (n, T) pairs with 1 ≤ n ≤ 64 and "
+                f"2 ≤ T ≤ 64; got {self.pairs!r}"
+            ) from exc
         if not pairs:
-            raise ValueError(f"`pairs` must be a non-empty list of (n, T) pairs; got {self.pairs!r}")
+            raise ValueError(
+                f"`pairs` must be a non-empty list of (n, T) pairs; got {self.pairs!r}"
+            )
         object.__setattr__(self, "pairs", pairs)
         object.__setattr__(self, "ds", check_grid("ds", self.ds, 1, 64))
         check_int("runs", self.runs, 1, 10_000)
@@ -108,9 +124,21 @@ def _cell_accurate(s, n, T, d):
         for j, k in enumerate(range(seed, top)):
             ok = bool(fro["feasible"][j]) and feasible < s.runs
             feasible += ok
-            rows.append(dict(n=n, T=T, d=d, seed=k, feasible=bool(fro["feasible"][j]), used=ok,
-                             rank_fro=numerical_rank(fro["W"][j], rtol=s.rtol) if fro["feasible"][j] else np.nan,
-                             rank_nuc=np.nan, method_nuc=""))
+            rows.append(
+                dict(
+                    n=n,
+                    T=T,
+                    d=d,
+                    seed=k,
+                    feasible=bool(fro["feasible"][j]),
+                    used=ok,
+                    rank_fro=numerical_rank(fro["W"][j], rtol=s.rtol)
+                    if fro["feasible"][j]
+                    else np.nan,
+                    rank_nuc=np.nan,
+                    method_nuc="",
+                )
+            )
             if ok:
                 keep.append(j)
         if keep:
@@ -140,8 +168,19 @@ def _cell_published(s, n, T, d):
             rn = np.linalg.matrix_rank(sol.W, tol=1e-7) if sol.feasible else 1
         else:
             rn = 1
-        rows.append(dict(n=n, T=T, d=d, seed=s.seed + j, feasible=ok, used=True,
-                         rank_fro=float(rf), rank_nuc=float(rn), method_nuc="scs-default"))
+        rows.append(
+            dict(
+                n=n,
+                T=T,
+                d=d,
+                seed=s.seed + j,
+                feasible=ok,
+                used=True,
+                rank_fro=float(rf),
+                rank_nuc=float(rn),
+                method_nuc="scs-default",
+            )
+        )
     return rows
 
 
@@ -159,13 +198,28 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
         u = used[(used.n == n) & (used["T"] == T) & (used.d == d)]
         for norm in ("fro", "nuc"):
             vals = u[f"rank_{norm}"].dropna()
-            agg.append(dict(n=n, T=T, d=d, norm=norm, mean_rank=vals.mean() if len(vals) else np.nan,
-                            std_rank=vals.std(ddof=0) if len(vals) else np.nan,
-                            instances=len(vals), drawn=len(g), feasible=int(g.feasible.sum()),
-                            feasible_fraction=float(g.feasible.mean())))
+            agg.append(
+                dict(
+                    n=n,
+                    T=T,
+                    d=d,
+                    norm=norm,
+                    mean_rank=vals.mean() if len(vals) else np.nan,
+                    std_rank=vals.std(ddof=0) if len(vals) else np.nan,
+                    instances=len(vals),
+                    drawn=len(g),
+                    feasible=int(g.feasible.sum()),
+                    feasible_fraction=float(g.feasible.mean()),
+                )
+            )
     cells_df = pd.DataFrame(agg)
-    return Result(name=NAME, frames={"cells": cells_df, "instances": inst},
-                  summary=_summary(s, cells_df), settings=settings_dict(s), notes=NOTES)
+    return Result(
+        name=NAME,
+        frames={"cells": cells_df, "instances": inst},
+        summary=_summary(s, cells_df),
+        settings=settings_dict(s),
+        notes=NOTES,
+    )
 
 
 def _summary(s, cells) -> dict:
@@ -183,17 +237,27 @@ def _summary(s, cells) -> dict:
             ref = REFERENCE_PUBLISHED.get((n, T, "nuc"))
             paper = ref[PUBLISHED_DS.index(big)] if ref and big in PUBLISHED_DS else None
         rows.append(dict(n=n, T=T, d=big, ours_fro=ours_fro, ours_nuc=ours_nuc, paper_nuc=paper))
-        parts.append(f"n={n},T={T}: W^mm {fmt(ours_fro, 3)}, W^mm_* {fmt(ours_nuc, 3)} "
-                     f"(paper {fmt(paper, 3)})")
+        parts.append(
+            f"n={n},T={T}: W^mm {fmt(ours_fro, 3)}, W^mm_* {fmt(ours_nuc, 3)} "
+            f"(paper {fmt(paper, 3)})"
+        )
     feas = []
     for (n, T), ref in REFERENCE_FEASIBLE.items():
         for d, paper in ref.items():
             hit = cells[(cells.n == n) & (cells["T"] == T) & (cells.d == d) & (cells.norm == "fro")]
             if len(hit):
-                feas.append(dict(n=n, T=T, d=d, ours=float(hit.feasible_fraction.iloc[0]), paper=paper))
+                feas.append(
+                    dict(n=n, T=T, d=d, ours=float(hit.feasible_fraction.iloc[0]), paper=paper)
+                )
     infeasible = int((cells[cells.norm == "fro"].drawn - cells[cells.norm == "fro"].feasible).sum())
-    how = ("accurate solves, rank at rtol " + f"{s.rtol:g}" if s.style == "accurate"
-           else "published-style (SCS, abs tol 1e-7, infeasible → 1)")
-    text = (f"mean rank at d={big} ({how}): " + "; ".join(parts)
-            + f"; {infeasible} infeasible instances reported separately")
+    how = (
+        "accurate solves, rank at rtol " + f"{s.rtol:g}"
+        if s.style == "accurate"
+        else "published-style (SCS, abs tol 1e-7, infeasible → 1)"
+    )
+    text = (
+        f"mean rank at d={big} ({how}): "
+        + "; ".join(parts)
+        + f"; {infeasible} infeasible instances reported separately"
+    )
     return {"paper": PAPER, "rows": rows, "feasible_fraction": feas, "text": text}

@@ -1,9 +1,10 @@
 """The Reproduce page: loads with a card per experiment, Run works, bad settings show st.error."""
+
 from __future__ import annotations
 
-import attsvm.experiments as experiments
-
 from conftest import assert_clean, charts, open_page
+
+import attsvm.experiments as experiments
 
 
 def test_reproduce_page_loads_with_every_card():
@@ -19,7 +20,7 @@ def test_run_shows_summary_chart_and_downloads():
     assert_clean(at)
     assert any("Ours" in s.value and "paper 0.625" in s.value for s in at.success)
     assert len(charts(at)) >= 1
-    at.run()                                              # a rerun replays the cached result
+    at.run()  # a rerun replays the cached result
     assert_clean(at)
     assert any("Ours" in s.value for s in at.success)
 
