@@ -73,8 +73,10 @@ def local_convergence(res) -> alt.VConcatChart:
                 y_title="correlation",
             )
         )
-    return alt.hconcat(*panels).properties(
-        title="Local convergence: mean ± std over runs (each curve named by its SVM)"
+    return (
+        alt.hconcat(*panels)
+        .resolve_scale(color="independent")
+        .properties(title="Local convergence: mean ± std over runs (each curve named by its SVM)")
     )
 
 
@@ -196,8 +198,10 @@ def multi_token(res) -> alt.VConcatChart:
         .properties(width=170, height=170)
         .facet(column=alt.Column("d:O", title="d"))
     )
-    return alt.vconcat(top, bottom).properties(
-        title="Multi-token selection (ReLU head): GD against the generalized SVM"
+    return (
+        alt.vconcat(top, bottom)
+        .resolve_scale(color="independent")
+        .properties(title="Multi-token selection (ReLU head): GD against the generalized SVM")
     )
 
 
