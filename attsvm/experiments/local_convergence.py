@@ -243,5 +243,7 @@ def _summary(s: Settings, curve, runs_df) -> dict:
             f"{svm_other} {fmt(b, 3)} (paper {fmt(rb, 3)}); α=opt in "
             f"{100 * frac.get(param, np.nan):.0f} % (paper {100 * REFERENCE_GLOBAL[param]:.0f} %)"
         )
-    out["text"] = "; ".join(parts)
+    out["text"] = (
+        "; ".join(parts) + " (curves named by their SVM: the authors' saved legend mislabels them)"
+    )
     return out
