@@ -14,11 +14,13 @@ sweep with its defaults, each with its own data seed (so every visitor's GD runs
 are really computed, not served from another visitor's cache), and times each page from
 navigation to its first drawn chart. Error boxes and timeouts are counted. The server's
 resident memory (VmRSS from /proc) is sampled every 0.25 s: before the round, its peak,
-and `--settle` seconds after the visitors left.
+and `--settle` seconds after the visitors left (75 s: past the 60 s after which the server
+frees a disconnected session, as in the Dockerfile).
 
 Note that the browser renders all N pages on the same machine as the server, so on a
 2-core box the times include the client's rendering work too; the table also gives the
-server's own CPU seconds per round and the machine's load average when the round began.
+CPU seconds the server and the browser each used per round, and the machine's load
+average when the round began.
 """
 from __future__ import annotations
 
@@ -68,6 +70,29 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def tree_cpu_s(root: int, exclude: int) -> float:
+    """CPU seconds (own + reaped children's) of every live descendant of `root`, except the
+    subtree of `exclude`: here, the browser and its renderers, not the server."""
+    stats = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            stats[int(entry)] = (int(fields[1]), sum(int(x) for x in fields[11:15]))
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    total, todo = 0, [c for c in children.get(root, []) if c != exclude]
+    while todo:
+        pid = todo.pop()
+        total += stats[pid][1]
+        todo += [c for c in children.get(pid, []) if c != exclude]
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 class Server:
     """`streamlit run app.py` in hosted mode on loopback, with an RSS sampler."""
 
@@ -79,7 +104,9 @@ class Server:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
              "--server.address", "127.0.0.1", "--server.port", str(self.port),
-             "--browser.gatherUsageStats", "false"],
+             "--browser.gatherUsageStats", "false",
+             # As the Dockerfile: a closed visitor's session is freed after 60 s, not 120 s.
+             "--server.disconnectedSessionTTL", "60"],
             cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
         self.samples: list[tuple[float, float]] = []
         self._stop = threading.Event()
@@ -159,13 +186,16 @@ async def visit(browser, base: str, seed: int, timeout_s: float, pages=PAGES) ->
 async def round_(browser, server: Server, n: int, seed0: int, timeout_s: float, settle: float,
                  pages=PAGES) -> dict:
     before, cpu0, load0 = server.rss(), server.cpu(), os.getloadavg()[0]
+    client0 = tree_cpu_s(os.getpid(), server.proc.pid)
     t0 = time.time()
     visits = await asyncio.gather(*(visit(browser, server.base, seed0 + k, timeout_s, pages)
                                     for k in range(n)))
     wall = time.time() - t0
     peak, cpu = server.peak_since(t0), server.cpu() - cpu0
+    client = tree_cpu_s(os.getpid(), server.proc.pid) - client0
     await asyncio.sleep(settle)
-    row = {"N": n, "wall_s": wall, "server_cpu_s": cpu, "load_avg_1min": load0,
+    row = {"N": n, "wall_s": wall, "server_cpu_s": cpu, "browser_cpu_s": client,
+           "load_avg_1min": load0,
            "rss_before_mb": before, "rss_peak_mb": peak,
            "rss_after_mb": server.rss(),
            "errors": [e for v in visits for e in v["errors"]]}
@@ -186,7 +216,7 @@ def percentile(xs, q: float) -> float:
     return xs[int(k) - 1]
 
 
-async def run(sessions, *, port: int = 0, timeout_s: float = 240, settle: float = 15,
+async def run(sessions, *, port: int = 0, timeout_s: float = 240, settle: float = 75,
               pages=PAGES, log: Path | None = None) -> dict:
     """Start a server, warm it up, run one round per N in `sessions`; return the results."""
     from playwright.async_api import async_playwright
@@ -218,14 +248,15 @@ async def run(sessions, *, port: int = 0, timeout_s: float = 240, settle: float 
 def table(result: dict, pages=PAGES) -> str:
     f = lambda x: "—" if x is None else f"{x:.2f}"  # noqa: E731
     head = ["N", "ok"] + [f"{p} p50/p95 s" for p, _ in pages] + \
-        ["RSS before/peak/after MB", "errors", "wall s", "server CPU s", "load avg"]
+        ["RSS before/peak/after MB", "errors", "wall s", "CPU s server/browser", "load avg"]
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
     for r in [dict(result["warmup"], N="1 (warm-up)")] + result["rounds"]:
         ok = min(r[f"{p}_ok"] for p, _ in pages)
         cells = [str(r["N"]), str(ok)]
         cells += [f"{f(r[f'{p}_p50_s'])} / {f(r[f'{p}_p95_s'])}" for p, _ in pages]
         cells += [f"{r['rss_before_mb']:.0f} / {r['rss_peak_mb']:.0f} / {r['rss_after_mb']:.0f}",
-                  str(len(r["errors"])), f"{r['wall_s']:.1f}", f"{r['server_cpu_s']:.1f}",
+                  str(len(r["errors"])), f"{r['wall_s']:.1f}",
+                  f"{r['server_cpu_s']:.0f} / {r['browser_cpu_s']:.0f}",
                   f"{r['load_avg_1min']:.1f}"]
         lines.append(" | ".join(cells))
     return "\n".join(lines)
@@ -236,7 +267,7 @@ def main(argv=None):
     ap.add_argument("--sessions", default="1,5,20", help="comma-separated N values (≤ 50)")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=240, help="seconds per page per visitor")
-    ap.add_argument("--settle", type=float, default=15,
+    ap.add_argument("--settle", type=float, default=75,
                     help="seconds after a round before the 'after' memory reading")
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument("--log", type=Path, help="write the server's output here")
