@@ -1,0 +1,49 @@
+"""A link copied from any result page, opened in a fresh browser session, shows the same
+state and the same numbers (the hosted demo's sharing; the playground's link is checked
+against the library in test_browser.py). Each page gets non-default settings in its URL;
+two independent browser contexts open it; the page text (every number it prints) must be
+identical, the settings must have survived in the URL, and no error box may appear."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from test_browser import PAGE_TIMEOUT_MS, _check_clean, _settle, browser, server  # noqa: F401
+
+pytestmark = pytest.mark.browser
+
+# url path -> (query of the copied link, text the page must then show)
+LINKS = {
+    "geometry-2d": ("geo_src=random&geo_seed=3&geo_n=3&steps=200", None),
+    "local-optima": ("bas_seed=5&bas_runs=16&bas_grid=4&steps=200", "GD from 16 random starts"),
+    "over-parameterization": ("seed=7&ovp_runs=3&steps=100", "3 problems per d"),
+    "rank-collapse": ("seed=2&rank_inst=2&rank_T=4&steps=200", "T = 4"),
+    "nonlinear-heads": ("nl_seed=3&nl_steps=500&nl_head=quadratic", "quadratic head"),
+    "causal-attention": ("seq_mode=sequence&seed=4&steps=200", None),
+}
+TIMING = re.compile(r"\d+(\.\d+)?\s?(s|ms)\b")          # durations differ between runs
+
+
+def _view(browser, url: str) -> tuple[str, str]:  # noqa: F811
+    ctx = browser.new_context(viewport={"width": 1500, "height": 2400})
+    try:
+        page = ctx.new_page()
+        page.goto(url, timeout=PAGE_TIMEOUT_MS)
+        _settle(page, charts=True)
+        _check_clean(page, "link")
+        text = page.locator('[data-testid="stMain"]').inner_text()
+        return TIMING.sub("<t>", text), page.url
+    finally:
+        ctx.close()
+
+
+@pytest.mark.parametrize("path", list(LINKS))
+def test_a_copied_link_shows_the_same_state_and_numbers(server, browser, path):  # noqa: F811
+    query, expect = LINKS[path]
+    url = f"{server}/{path}?{query}"
+    (first, url1), (second, url2) = (_view(browser, url) for _ in range(2))
+    assert first == second
+    for pair in query.split("&"):
+        assert pair in url1 and pair in url2, (pair, url1)
+    if expect:
+        assert expect in first.replace(",", "")
