@@ -167,11 +167,11 @@ def _iteration(page) -> tuple[int, int]:
 
 
 def test_playground_play_runs_gd_live(server, browser):
-    page = _open(browser, f"{server}/token-selection?steps=1000")
+    page = _open(browser, f"{server}/token-selection")          # default: 500 steps
     try:
         _settle(page, charts=True)
         page.get_by_role("button", name="Reset").click()
-        page.wait_for_function("document.body.innerText.includes('Iteration 0 of 1,000')",
+        page.wait_for_function("document.body.innerText.includes('Iteration 0 of 500')",
                                timeout=PAGE_TIMEOUT_MS)
         page.get_by_role("button", name="Play").click()
         seen = set()
@@ -182,15 +182,15 @@ def test_playground_play_runs_gd_live(server, browser):
             if k == total:
                 break
             time.sleep(0.25)
-        assert _iteration(page)[0] == 1000, "Play did not reach the last iteration"
-        assert len(seen - {0, 1000}) >= 2, f"no intermediate frames were drawn: {sorted(seen)}"
+        assert _iteration(page)[0] == 500, "Play did not reach the last iteration"
+        assert len(seen - {0, 500}) >= 2, f"no intermediate frames were drawn: {sorted(seen)}"
         page.wait_for_selector('button:has-text("Play")', timeout=PAGE_TIMEOUT_MS)
         _settle(page, charts=True)
         # the final rerun (Pause -> Play, timeline back) may still be drawing
         page.wait_for_function("document.querySelectorAll('.vega-embed').length == 6",
                                timeout=PAGE_TIMEOUT_MS)
         _check_clean(page, "playground-after-play")
-        assert "Verdict at iteration 1,000" in page.inner_text("body")
+        assert "Verdict at iteration 500" in page.inner_text("body")
         page.screenshot(path=str(SHOTS / "playground-after-play.png"), full_page=True)
     finally:
         page.close()
@@ -209,7 +209,8 @@ def test_url_reproduces_problem_settings_and_numbers(server, browser):
 
     import attsvm
 
-    query = "n=4&T=5&d=6&seed=11&steps=300&lr=0.2"
+    # Same sizes as the defaults (one compiled program), different data, init and step size.
+    query = "seed=11&init_seed=3&lr=0.2&steps=300"
     views = []
     for _ in range(2):                          # two fresh browser contexts
         ctx = browser.new_context(viewport={"width": 1500, "height": 2400})
@@ -217,28 +218,29 @@ def test_url_reproduces_problem_settings_and_numbers(server, browser):
         page.goto(f"{server}/token-selection?{query}", timeout=PAGE_TIMEOUT_MS)
         _settle(page, charts=True)
         _check_clean(page, "url")
-        assert page.get_by_label("n", exact=True).input_value() == "4"
+        assert page.get_by_label("Data seed", exact=True).input_value() == "11"
         views.append(_shown_numbers(page))
         ctx.close()
     assert views[0] == views[1]
-    assert views[0]["problem"].startswith("random n=4, T=5, d=6, seed=11")
+    assert views[0]["problem"].startswith("random n=6, T=8, d=10, seed=11")
     # The same run in the library gives the selection the page shows.
-    prob = attsvm.random_problem(4, 5, 6, 11)
-    run = attsvm.train(prob, steps=300, lr=0.2, record_every=300)
+    prob = attsvm.random_problem(6, 8, 10, 11)
+    run = attsvm.train(prob, steps=300, lr=0.2, seed=3, record_every=300)
     assert views[0]["alpha"] == "·".join(map(str, run.alpha))
     sol = attsvm.solve_att_svm(prob, run.alpha)
     assert np.isclose(float(views[0]["norms"][0]), sol.objective, rtol=1e-3)
 
 
 def test_settings_survive_page_navigation(server, browser):
-    page = _open(browser, f"{server}/?seed=5&n=3")
+    page = _open(browser, f"{server}/?seed=5&lr=0.3")
     try:
         _settle(page)
         page.locator('[data-testid="stSidebar"]').get_by_role(
             "link", name="Token selection (live)").click()
         page.wait_for_url(re.compile(r".*/token-selection.*"), timeout=PAGE_TIMEOUT_MS)
         _settle(page, charts=True)
-        assert "random n=3, T=8, d=10, seed=5" in page.inner_text("body")
-        assert "seed=5" in page.url and "n=3" in page.url
+        body = page.inner_text("body")
+        assert "random n=6, T=8, d=10, seed=5" in body and "η=0.3" in body
+        assert "seed=5" in page.url and "lr=0.3" in page.url
     finally:
         page.close()
