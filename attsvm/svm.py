@@ -26,6 +26,7 @@ read off the multiplier of the LMI, M = −2·Y₁₂. At (n, T, d) = (20, 16, 3
 from __future__ import annotations
 
 import itertools
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -97,6 +98,9 @@ def _unflatten(prob: Problem, idx, values, fill):
     return out[:, 0, :] if prob.queries == "single" else out
 
 
+_COMPILED_LOCK = threading.Lock()
+
+
 @lru_cache(maxsize=64)
 def _compiled(m: int, d: int, norm: str):
     """One parameterized problem per (rows, d, norm): min ‖W‖ s.t. A vec(W) ≥ 1."""
@@ -165,15 +169,19 @@ def _solve_rows(rows: np.ndarray, d: int, norm: str, solver: str = SOLVER):
     try:
         if solver == SOLVER:
             return (_solve_dual_fro if norm == "fro" else _solve_dual_nuc)(rows, d)
-        prob, A, w, con = _compiled(rows.shape[0], d, norm)
-        A.value = rows
-        prob.solve(solver=solver)
+        # The compiled problem is shared by every caller of this shape: hold it while its
+        # parameter is set, solved and read (threads of a server would otherwise swap
+        # answers between problems).
+        with _COMPILED_LOCK:
+            prob, A, w, con = _compiled(rows.shape[0], d, norm)
+            A.value = rows
+            prob.solve(solver=solver)
+            status = prob.status
+            if status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) and w.value is not None:
+                return status, np.asarray(w.value).reshape(d, d), np.asarray(con.dual_value)
+            return status, None, None
     except cp.error.SolverError as exc:
         return f"solver_error: {exc}".splitlines()[0][:200], None, None
-    status = prob.status
-    if status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) and w.value is not None:
-        return status, np.asarray(w.value).reshape(d, d), np.asarray(con.dual_value)
-    return status, None, None
 
 
 def solve_att_svm(prob: Problem, alpha=None, norm: str = "fro", *,
