@@ -206,12 +206,17 @@ class Trajectory:
         """Per sequence (and query), the first recorded step at which the non-selected
         softmax mass fell below `SATURATION_TOL` = 1e-13: from there on float64 cannot
         resolve the selected token's gradient term, so the direction is frozen by rounding,
-        not converged. -1 where it never happened. Shape (n,) (or (B, n), (…, n, K))."""
+        not converged. -1 where it never happened. Shape (n,) (or (B, n), (…, n, K)).
+        A causal query that can attend to one token only (query 0) has nothing to saturate: -1.
+        """
         sat = self.tail_mass < self.settings.get("saturation_tol", SATURATION_TOL)
         axis = 1 if self.batched else 0
         first = np.argmax(sat, axis=axis)
         hit = np.any(sat, axis=axis)
-        return np.where(hit, self.steps[first], -1)
+        out = np.where(hit, self.steps[first], -1)
+        if self.settings.get("queries") == "causal":
+            out[..., 0] = -1
+        return out
 
     @cached_property
     def singular_values(self) -> np.ndarray:

@@ -282,3 +282,13 @@ def test_fact13_gd_selects_the_water_filling_set_growing_with_lambda():
         assert pred_sizes == sorted(pred_sizes) and gd_sizes == sorted(gd_sizes)
         assert pred_sizes[0] == 1                              # λ → 0: a single token
     assert checked >= 40
+
+
+def test_causal_first_query_is_never_reported_saturated():
+    # Query 0 of a causal problem attends to one token only: its tail mass is 0 from the
+    # start, which is not float64 saturation.
+    prob = attsvm.random_problem(n=2, T=4, d=6, seed=1, attention="self", queries="causal")
+    run = attsvm.train(prob, steps=20, record_every=10)
+    assert run.saturated_at.shape == (2, 4)
+    assert np.all(run.saturated_at[:, 0] == -1)
+    assert np.all(run.tail_mass[:, :, 0] == 0.0)
