@@ -1,0 +1,31 @@
+"""Long work can be cancelled in the browser: a big over-parameterization sweep shows its
+progress and a Cancel button; Cancel stops it (it stays cancelled), Run again restarts it."""
+from __future__ import annotations
+
+import pytest
+from test_browser import PAGE_TIMEOUT_MS, _check_clean, browser, server  # noqa: F401
+
+pytestmark = pytest.mark.browser
+
+BIG = "ovp_runs=500&steps=20000&ovp_d=2&ovp_d=4&ovp_d=8&ovp_d=12&ovp_d=20&ovp_d=30"
+
+
+def test_cancel_stops_a_long_sweep_and_run_again_restarts_it(server, browser):  # noqa: F811
+    page = browser.new_page(viewport={"width": 1500, "height": 1800})
+    try:
+        page.goto(f"{server}/over-parameterization?{BIG}", timeout=PAGE_TIMEOUT_MS)
+        cancel = page.get_by_role("button", name="Cancel")
+        cancel.wait_for(timeout=PAGE_TIMEOUT_MS)
+        assert page.locator('[data-testid="stProgress"]').count() == 1
+        cancel.click()
+        page.wait_for_function("document.body.innerText.includes('Cancelled')",
+                               timeout=PAGE_TIMEOUT_MS)
+        _check_clean(page, "cancelled-sweep")
+        assert page.locator(".vega-embed").count() == 0
+        page.get_by_role("button", name="Run again").click()
+        page.get_by_role("button", name="Cancel").wait_for(timeout=PAGE_TIMEOUT_MS)
+        page.get_by_role("button", name="Cancel").click()      # leave the server idle
+        page.wait_for_function("document.body.innerText.includes('Cancelled')",
+                               timeout=PAGE_TIMEOUT_MS)
+    finally:
+        page.close()
