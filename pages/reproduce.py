@@ -102,7 +102,7 @@ def card(name: str):
     defaults = experiments.settings(name)
     with st.container(border=True):
         st.subheader(f"{name} — {experiments.title(name)}")
-        st.caption(f"**Paper:** {experiments.paper_statistic(name)}")
+        st.caption(f"**Paper:** {hosted.escape_markdown(experiments.paper_statistic(name))}")
         for note in experiments.notes(name):
             st.warning(
                 f"**attsvm differs from the authors' code here:** {note}", icon=":material/rule:"
@@ -132,7 +132,7 @@ def card(name: str):
         except ValueError as exc:  # settings over the budget, infeasible data, …
             st.error(f"**Cannot run this:** {hosted.escape_markdown(exc)}", icon="🚫")
             return
-        st.success(f"**Ours ({res.seconds:.1f} s):** {res.summary['text']}")
+        st.success(f"**Ours ({res.seconds:.1f} s):** {hosted.escape_markdown(res.summary['text'])}")
         chart = experiment_charts.chart(res)
         st.altair_chart(chart)
         rows = res.summary.get("rows")
