@@ -75,6 +75,25 @@ def check_float(name: str, value, lo: float, hi: float, *, lo_open=False) -> flo
     return x
 
 
+def check_subset(name: str, value, choices) -> tuple:
+    """Return `value` as a tuple if it is a non-empty subset of `choices` without repeats."""
+    try:
+        items = tuple(value)
+    except TypeError as exc:
+        raise _err(name, f"a non-empty subset of {list(choices)}", value) from exc
+    if not items or any(v not in choices for v in items) or len(set(items)) != len(items):
+        raise _err(name, f"a non-empty subset of {list(choices)}", value)
+    return items
+
+
+def check_record_every(record_every, steps: int) -> int:
+    """`record_every` must be an integer in [1, steps] that divides `steps`."""
+    record_every = check_int("record_every", record_every, 1, steps)
+    if steps % record_every:
+        raise ValueError(f"`record_every` must divide `steps` ({steps}); got {record_every}")
+    return record_every
+
+
 def check_choice(name: str, value, choices) -> str:
     if value not in choices:
         raise _err(name, f"one of {list(choices)}", value)

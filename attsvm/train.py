@@ -26,7 +26,7 @@ import numpy as np
 
 from . import model
 from .model import Data, jax, jnp
-from .problems import Problem, check_choice, check_float, check_int
+from .problems import Problem, check_choice, check_float, check_int, check_record_every
 
 PARAMS = ("W", "KQ")
 NORM_EPS = 2.0 ** -52            # ε₀ of the normalized step, as in the authors' code
@@ -235,9 +235,7 @@ def _check_settings(prob: Problem, *, param, steps, lr, normalized, loss, record
     check_choice("param", param, PARAMS)
     check_choice("loss", loss, model.LOSSES)
     steps = check_int("steps", steps, 1, MAX_STEPS)
-    record_every = check_int("record_every", record_every, 1, steps)
-    if steps % record_every:
-        raise ValueError(f"`record_every` must divide `steps` ({steps}); got {record_every}")
+    record_every = check_record_every(record_every, steps)
     lr = check_float("lr", lr, 0.0, 1e3, lo_open=True)
     if not isinstance(normalized, (bool, np.bool_)):
         raise ValueError(f"`normalized` must be True or False; got {normalized!r}")

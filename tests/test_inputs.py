@@ -156,3 +156,11 @@ def test_messages_state_the_rule_and_the_value():
         attsvm.train(PROB, steps=10, lr=-0.1)
     with pytest.raises(ValueError, match=r"`Y` must be labels in \{-1, \+1\}; got \[0.0, 1.0\]"):
         attsvm.Problem(X=X, Y=np.array([1.0, 0.0]), Z=Z, v=v)
+
+
+@pytest.mark.parametrize("value", [(), ("W", "W"), ("W", "X"), 3])
+def test_experiment_subsets_are_refused_naming_the_argument(value):
+    from attsvm.experiments.local_convergence import Settings as S
+
+    with pytest.raises(ValueError, match="`params` must be a non-empty subset"):
+        S(params=value)

@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import correlation
-from ..problems import check_float, check_int, random_problem, token_scores
+from ..problems import (check_float, check_int, check_record_every, check_subset, random_problem,
+                        token_scores)
 from . import fastsvm
 from .core import Progress, Result, check_budget, fmt, no_progress, settings_dict, train_all
 
@@ -84,21 +85,8 @@ class Settings:
         check_int("runs", self.runs, 1, 5000)
         check_int("steps", self.steps, 1, 100_000)
         check_float("lr", self.lr, 0.0, 10.0, lo_open=True)
-        check_int("record_every", self.record_every, 1, self.steps)
-        if self.steps % self.record_every:
-            raise ValueError(
-                f"`record_every` must divide `steps` ({self.steps}); got {self.record_every}"
-            )
-        params = tuple(self.params)
-        if (
-            not params
-            or any(p not in ("W", "KQ") for p in params)
-            or len(set(params)) != len(params)
-        ):
-            raise ValueError(
-                f"`params` must be a non-empty subset of ['W', 'KQ']; got {self.params!r}"
-            )
-        object.__setattr__(self, "params", params)
+        check_record_every(self.record_every, self.steps)
+        object.__setattr__(self, "params", check_subset("params", self.params, ("W", "KQ")))
         check_int("data_seed", self.data_seed, 0, 2**31)
         check_int("seed", self.seed, 0, 2**31)
 

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import correlation
-from ..problems import check_float, check_int, random_problem
+from ..problems import check_float, check_int, check_record_every, random_problem
 from ..svm import constraint_rows
 from . import fastsvm
 from .core import (
@@ -88,11 +88,7 @@ class Settings:
         check_int("max_seeds", self.max_seeds, 1, 1_000_000)
         check_int("steps", self.steps, 1, 100_000)
         check_float("lr", self.lr, 0.0, 10.0, lo_open=True)
-        check_int("record_every", self.record_every, 1, self.steps)
-        if self.steps % self.record_every:
-            raise ValueError(
-                f"`record_every` must divide `steps` ({self.steps}); got {self.record_every}"
-            )
+        check_record_every(self.record_every, self.steps)
         check_float("select", self.select, 0.0, 1.0, lo_open=True)
         check_float("mask", self.mask, 0.0, self.select, lo_open=True)
         check_int("first_seed", self.first_seed, 0, 2**31)

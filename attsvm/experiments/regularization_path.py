@@ -26,7 +26,7 @@ from scipy.optimize import minimize
 from scipy.special import logsumexp
 
 from ..metrics import correlation
-from ..problems import check_float, check_int, random_problem, token_scores
+from ..problems import check_float, check_int, check_subset, random_problem, token_scores
 from ..svm import solve_att_svm
 from .core import Progress, Result, fmt, no_progress, settings_dict
 
@@ -64,16 +64,7 @@ class Settings:
         check_float("r_max", self.r_max, self.r_min, 1e5)
         check_int("radii", self.radii, 2, 200)
         check_int("restarts", self.restarts, 0, 20)
-        params = tuple(self.params)
-        if (
-            not params
-            or any(p not in ("W", "KQ") for p in params)
-            or len(set(params)) != len(params)
-        ):
-            raise ValueError(
-                f"`params` must be a non-empty subset of ['W', 'KQ']; got {self.params!r}"
-            )
-        object.__setattr__(self, "params", params)
+        object.__setattr__(self, "params", check_subset("params", self.params, ("W", "KQ")))
         check_int("seed", self.seed, 0, 2**31)
 
 

@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import correlation
-from ..problems import check_choice, check_float, check_int, optimal_tokens, random_problem
+from ..problems import (check_choice, check_float, check_int, check_record_every, check_subset,
+                        optimal_tokens, random_problem)
 from . import fastsvm
 from .core import (
     Progress,
@@ -61,26 +62,13 @@ class Settings:
         check_int("n", self.n, 1, 16)
         check_int("T", self.T, 2, 16)
         check_int("d", self.d, 1, 64)
-        modes = tuple(self.modes)
-        if (
-            not modes
-            or any(m not in ("sequence", "causal") for m in modes)
-            or len(set(modes)) != len(modes)
-        ):
-            raise ValueError(
-                f"`modes` must be a non-empty subset of ['sequence', 'causal']; got {self.modes!r}"
-            )
-        object.__setattr__(self, "modes", modes)
+        object.__setattr__(self, "modes", check_subset("modes", self.modes, ("sequence", "causal")))
         check_choice("attention", self.attention, ("self", "cross"))
         check_choice("param", self.param, ("W", "KQ"))
         check_int("runs", self.runs, 1, 2000)
         check_int("steps", self.steps, 1, 100_000)
         check_float("lr", self.lr, 0.0, 10.0, lo_open=True)
-        check_int("record_every", self.record_every, 1, self.steps)
-        if self.steps % self.record_every:
-            raise ValueError(
-                f"`record_every` must divide `steps` ({self.steps}); got {self.record_every}"
-            )
+        check_record_every(self.record_every, self.steps)
         check_int("data_seed", self.data_seed, 0, 2**31)
         check_int("seed", self.seed, 0, 2**31)
 
