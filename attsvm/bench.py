@@ -5,9 +5,12 @@
    step recorded (W, softmax, loss), for both parameterizations. `train_batch` is timed cold
    (first call in this process: tracing + XLA compilation + run) and warm (median of
    repeats), against a plain per-run, per-step numpy loop written below with manual
-   gradients. The loop is timed on a subset of runs (all their steps) and extrapolated
-   linearly to the full workload (each run costs the same: same sizes, same step count).
-   Times are wall clock and this process's CPU time (the steadier one on a shared machine).
+   gradients. The loop is timed run by run on a subset of runs (all their steps); the
+   median run times the number of runs stands for the full workload (every run costs the
+   same: same sizes, same step count). Times are wall clock and this process's CPU time.
+   Then where the engine's time goes: the same call recording every 10th step (the loop
+   too), the GD arithmetic alone (two records), and `records_only`, a program that only
+   writes records of the same shapes, the floor under any engine returning that history.
 2. Recompilation: a new step size and a problem size in the same padding bucket must reuse
    the compiled program (`attsvm.train.TRACE_COUNT` stays put).
 3. SVM solves (Clarabel): Frobenius and nuclear Att-SVM at (n, T, d) = (6, 8, 10),
@@ -31,18 +34,21 @@ _train_mod = importlib.import_module("attsvm.train")   # `attsvm.train` is also 
 
 
 # -- the reference: a plain numpy loop, one run at a time, one step at a time ---------------------
-def numpy_gd(prob, init, param: str, *, steps: int, lr: float, ridge: float = RIDGE_EPS):
-    """Normalized GD on one problem (linear head, logistic loss), recording every step.
+def numpy_gd(prob, init, param: str, *, steps: int, lr: float, ridge: float = RIDGE_EPS,
+             record_every: int = 1):
+    """Normalized GD on one problem (linear head, logistic loss), recording after steps
+    0, r, 2r, …, `steps` (r = `record_every`, which must divide `steps`).
 
     Manual gradients: with a_it = x_itᵀ W z_i, s_i = softmax(a_i), f_i = Σ_t s_it vᵀx_it,
         ∂L/∂a_it = ℓ'(Y_i f_i) Y_i s_it (vᵀx_it − f_i) / n,   ∂L/∂W = Σ_i X_iᵀ(∂L/∂a_i) z_iᵀ,
     and for W = K Qᵀ with the ridge ε(‖K‖² + ‖Q‖²): ∇K = ∇W·Q + 2εK, ∇Q = ∇Wᵀ·K + 2εQ.
-    Returns W (steps+1, d, d), s (steps+1, n, T), loss (steps+1,).
+    Returns W (k, d, d), s (k, n, T), loss (k,) with k = steps / r + 1 records.
     """
     X, Y, Z, v = prob.X, prob.Y, prob.Z, prob.v
     n, T, d = X.shape
     h = X @ v                                                   # (n, T) vᵀ x_it
-    Ws, S, L = np.empty((steps + 1, d, d)), np.empty((steps + 1, n, T)), np.empty(steps + 1)
+    k_rec = steps // record_every + 1
+    Ws, S, L = np.empty((k_rec, d, d)), np.empty((k_rec, n, T)), np.empty(k_rec)
     if param == "W":
         W = np.array(init, dtype=float)
     else:
@@ -56,7 +62,9 @@ def numpy_gd(prob, init, param: str, *, steps: int, lr: float, ridge: float = RI
         s /= s.sum(1, keepdims=True)
         f = (s * h).sum(1)
         u = Y * f
-        Ws[k], S[k], L[k] = W, s, np.logaddexp(0.0, -u).mean()
+        if k % record_every == 0:
+            j = k // record_every
+            Ws[j], S[j], L[j] = W, s, np.logaddexp(0.0, -u).mean()
         if k == steps:
             break
         g = (-Y / (1.0 + np.exp(u)) / n)[:, None] * s * (h - f[:, None])   # ∂L/∂a
@@ -85,38 +93,98 @@ def _median_time(fn, repeats: int):
     return statistics.median(walls), statistics.median(cpus), walls
 
 
+_HUGEPAGE_HINT = ("; 4 KiB pages: XLA's buffers get no transparent huge pages here — "
+                  "GLIBC_TUNABLES=glibc.malloc.hugetlb=1 lets glibc ask for them")
+
+
+def _minor_faults() -> int:
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def records_only(B: int, k: int, d: int, n: int, T: int):
+    """A jitted program that writes records of the engine's shapes and layout — W (d, d),
+    softmax (n, T), loss, ‖∇‖ for B runs at k records — but does no GD: each record is the
+    previous one plus 1. Its run time is what producing the output costs on this machine,
+    a floor under any engine that returns the same history."""
+    from .model import jax
+
+    @jax.jit
+    def write(W0, s0):
+        def one(c, _):
+            W, s = c
+            return (W + 1.0, s + 1.0), (W, s, W[:, 0, 0], s[:, 0, 0])
+        return jax.lax.scan(one, (W0, s0), None, length=k)[1]
+
+    W0, s0 = np.zeros((B, d, d)), np.zeros((B, n, T))
+    return lambda: [np.moveaxis(np.asarray(a), 1, 0) for a in write(W0, s0)]
+
+
 def bench_gd(*, runs: int, steps: int, loop_runs: int, repeats: int) -> dict:
+    """Engine vs numpy loop at record_every = 1 (the headline), then where the time goes:
+    the same call recording every 10th step, the GD arithmetic alone (two records), and
+    `records_only` (the output alone). The loop is also timed recording every 10th step."""
     probs = [problems.random_problem(6, 8, 10, seed=s) for s in range(runs)]
     out = {}
+    sparse = 10 if steps % 10 == 0 else 1
     for param in ("W", "KQ"):
-        call = lambda lr=0.1: train_batch(probs, param, steps=steps, lr=lr,  # noqa: E731
-                                          record_every=1)
+        call = lambda r=1: train_batch(probs, param, steps=steps, lr=0.1,  # noqa: E731
+                                       record_every=r)
         traces = _train_mod.TRACE_COUNT
         cold, cold_cpu, batch = _timed(call)
         assert _train_mod.TRACE_COUNT == traces + 1, "the cold call should compile once"
         warm, warm_cpu, warm_all = _median_time(call, repeats)
+        call(sparse), call(steps)                                   # compile the variants
+        warm_sparse = _median_time(lambda: call(sparse), repeats)[0]
+        warm_compute = _median_time(lambda: call(steps), repeats)[0]
         # the numpy loop on the first `loop_runs` runs, from the same initializations
         inits = [default_init(p, param, seed=0, index=b) for b, p in enumerate(probs)]
-        loop_subset, loop_cpu, _ = _timed(lambda: [
-            numpy_gd(probs[b], inits[b], param, steps=steps, lr=0.1) for b in range(loop_runs)])
-        loop_full, loop_full_cpu = (x * runs / loop_runs for x in (loop_subset, loop_cpu))
+
+        def loop(r):
+            """Each of the first `loop_runs` runs timed alone: (total wall, total CPU, and
+            the full workload extrapolated from the median run, wall and CPU) — one slow
+            moment of a shared machine then moves the estimate by one sample, not all."""
+            t = [_timed(lambda b=b: numpy_gd(probs[b], inits[b], param, steps=steps, lr=0.1,
+                                             record_every=r))[:2] for b in range(loop_runs)]
+            walls, cpus = zip(*t, strict=True)
+            return (sum(walls), sum(cpus), statistics.median(walls) * runs,
+                    statistics.median(cpus) * runs)
+        loop_subset, loop_cpu, loop_full, loop_full_cpu = loop(1)
+        loop_sparse = loop(sparse)[2]
         # same computation: the trajectories agree until the softmax tails reach rounding
         # level (about step 100 for K, Q and 800 for W on these data)
-        Ws, _, _ = numpy_gd(probs[0], inits[0], param, steps=50, lr=0.1)
-        agree = float(np.max(np.abs(Ws - batch.W[0, :51])) / np.abs(Ws).max())
+        n50 = min(50, steps)
+        Ws, _, _ = numpy_gd(probs[0], inits[0], param, steps=n50, lr=0.1)
+        agree = float(np.max(np.abs(Ws - batch.W[0, :n50 + 1])) / np.abs(Ws).max())
+        write = records_only(runs, steps + 1, 10, 6, 8)
+        write()
+        faults = _minor_faults()
+        floor = _median_time(write, repeats)[0]
+        faults = (_minor_faults() - faults) / repeats
         out[param] = dict(cold=cold, cold_cpu=cold_cpu, warm=warm, warm_cpu=warm_cpu,
                           warm_all=warm_all, loop_subset=loop_subset, loop_full=loop_full,
-                          loop_full_cpu=loop_full_cpu, agree=agree)
+                          loop_full_cpu=loop_full_cpu, agree=agree, warm_sparse=warm_sparse,
+                          loop_sparse=loop_sparse, warm_compute=warm_compute, floor=floor,
+                          floor_faults=faults)
         print(f"  {param:2s}  train_batch cold (trace + compile + run): {cold:6.3f} s wall, "
               f"{cold_cpu:6.3f} s CPU")
         print(f"      train_batch warm, median of {repeats}: {warm:6.3f} s wall "
               f"({', '.join(f'{x:.3f}' for x in warm_all)}), {warm_cpu:6.3f} s CPU")
         print(f"      numpy loop, {loop_runs} runs × {steps} steps timed: {loop_subset:6.3f} s "
-              f"({loop_subset / (loop_runs * steps) * 1e6:5.1f} µs/step); extrapolated to "
+              f"({loop_subset / (loop_runs * steps) * 1e6:5.1f} µs/step); median run × "
               f"{runs} runs: {loop_full:6.2f} s wall, {loop_full_cpu:6.2f} s CPU")
         print(f"      speed-up over the loop: warm {loop_full / warm:5.1f}× wall, "
               f"{loop_full_cpu / warm_cpu:5.1f}× CPU; cold {loop_full / cold:4.1f}× wall   "
-              f"(loop vs engine, steps 0-50 of run 0: max rel diff {agree:.1e})")
+              f"(loop vs engine, steps 0-{n50} of run 0: max rel diff {agree:.1e})")
+        print(f"      where the time goes: recording every {sparse}th step {warm_sparse:6.3f} s "
+              f"(loop {loop_sparse:5.2f} s, {loop_sparse / warm_sparse:5.1f}×); GD arithmetic "
+              f"alone (2 records) {warm_compute:6.3f} s ({loop_full / warm_compute:5.1f}×)")
+        print(f"      floor: writing the same {runs}×{steps + 1} records with no GD at all "
+              f"takes {floor:6.3f} s, so no engine returning this history beats "
+              f"{loop_full / floor:5.1f}× here")
+        mb = runs * (steps + 1) * (100 + 48 + 2) * 8 / 2**20
+        print(f"             ({mb:.0f} MB of float64 per call; {faults:,.0f} page faults per "
+              f"call{_HUGEPAGE_HINT if faults > mb * 64 else ''})")
     return out
 
 
