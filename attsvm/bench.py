@@ -89,7 +89,7 @@ def _timed(fn):
 
 
 def _median_time(fn, repeats: int):
-    walls, cpus = zip(*(_timed(fn)[:2] for _ in range(repeats)))
+    walls, cpus = zip(*(_timed(fn)[:2] for _ in range(repeats)), strict=True)
     return statistics.median(walls), statistics.median(cpus), walls
 
 

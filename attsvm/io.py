@@ -118,7 +118,8 @@ def _read_npz(data: bytes, L) -> dict:
         try:
             raw = zf.read(info)
         except (zipfile.BadZipFile, OSError, ValueError, RuntimeError, EOFError) as exc:
-            raise _err("file", "a readable NPZ archive", f"a damaged member {quote_text(key)}") from exc
+            raise _err("file", "a readable NPZ archive",
+                       f"a damaged member {quote_text(key)}") from exc
         out[field] = _read_npy(raw, FIELD[field], text=field == "head", max_items=max_floats)
     return out
 

@@ -229,7 +229,8 @@ class Problem:
 
     def __repr__(self):
         return (f"Problem(n={self.n}, T={self.T}, d={self.d}, attention={self.attention!r}, "
-                f"head={self.head!r}, queries={self.queries!r}{', name=' + repr(self.name) if self.name else ''})")
+                f"head={self.head!r}, queries={self.queries!r}"
+                f"{', name=' + repr(self.name) if self.name else ''})")
 
 
 # -- scores ---------------------------------------------------------------------------

@@ -93,7 +93,8 @@ def constraint_rows(prob: Problem, alpha) -> tuple[np.ndarray, np.ndarray]:
 
 def _unflatten(prob: Problem, idx, values, fill):
     K = 1 if prob.queries == "single" else prob.T
-    out = np.full((prob.n, K, prob.T), fill, dtype=np.asarray(values).dtype if fill is not np.nan else float)
+    dtype = np.asarray(values).dtype if fill is not np.nan else float
+    out = np.full((prob.n, K, prob.T), fill, dtype=dtype)
     out[idx[:, 0], idx[:, 1], idx[:, 2]] = values
     return out[:, 0, :] if prob.queries == "single" else out
 

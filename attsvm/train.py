@@ -274,7 +274,8 @@ def _check_init(init, prob: Problem, param: str, m: int, name="init"):
     if param == "W":
         W = np.asarray(init, dtype=np.float64)
         if W.shape != (d, d):
-            raise ValueError(f"`{name}` must be a ({d}, {d}) array for param='W'; got shape {W.shape}")
+            raise ValueError(f"`{name}` must be a ({d}, {d}) array for param='W'; "
+                             f"got shape {W.shape}")
         parts = (W,)
     else:
         if not isinstance(init, (tuple, list)) or len(init) != 2:
@@ -295,14 +296,19 @@ def _pad_data(prob: Problem, sizes) -> dict:
     Qv, Yl, mask = prob.query_view()
     K = Qv.shape[1]
     Kb = 1 if K == 1 else Tb
-    X = np.zeros((nb, Tb, db)); X[:n, :T, :d] = prob.X
-    Q = np.zeros((nb, Kb, db)); Q[:n, :K, :d] = Qv
-    Y = np.ones((nb, Kb)); Y[:n, :K] = Yl
-    M = np.zeros((nb, Kb, Tb), dtype=bool); M[:n, :K, :T] = mask[None]
-    real = np.zeros((nb, Kb), dtype=bool); real[:n, :K] = True
+    X = np.zeros((nb, Tb, db))
+    X[:n, :T, :d] = prob.X
+    Q = np.zeros((nb, Kb, db))
+    Q[:n, :K, :d] = Qv
+    Y = np.ones((nb, Kb))
+    Y[:n, :K] = Yl
+    M = np.zeros((nb, Kb, Tb), dtype=bool)
+    M[:n, :K, :T] = mask[None]
+    real = np.zeros((nb, Kb), dtype=bool)
+    real[:n, :K] = True
     M[~real, 0] = True                       # padded queries attend somewhere (no 0/0)
     w = np.where(real, 1.0 / n, 0.0)
-    v = np.zeros(db); V = np.zeros((db, db))
+    v, V = np.zeros(db), np.zeros((db, db))
     if prob.v is not None:
         v[:d] = prob.v
     if prob.V is not None:
@@ -353,14 +359,16 @@ def train_batch(probs, param: str = "W", steps: int = 2000, lr: float = 0.1,
     try:
         probs = list(probs)
     except TypeError:
-        raise ValueError(f"`probs` must be a sequence of attsvm.Problem; got {type(probs).__name__}")
+        raise ValueError("`probs` must be a sequence of attsvm.Problem; "
+                         f"got {type(probs).__name__}") from None
     if not probs or not all(isinstance(p, Problem) for p in probs):
         raise ValueError("`probs` must be a non-empty sequence of attsvm.Problem")
     p0 = probs[0]
     for p in probs[1:]:
         if (p.shape, p.head, p.queries) != (p0.shape, p0.head, p0.queries):
             raise ValueError("`probs` must share shape, head and query mode; got "
-                             f"{p0.shape}/{p0.head}/{p0.queries} and {p.shape}/{p.head}/{p.queries}")
+                             f"{p0.shape}/{p0.head}/{p0.queries} and "
+                             f"{p.shape}/{p.head}/{p.queries}")
     B = len(probs)
     cfg = _check_settings(p0, param=param, steps=steps, lr=lr, normalized=normalized,
                           loss=loss, record_every=record_every, m=m, ridge=ridge, n_runs=B)
@@ -383,10 +391,10 @@ def train_batch(probs, param: str = "W", steps: int = 2000, lr: float = 0.1,
     datas = [_pad_data(p, sizes) for p in probs]
     stacked = {k: np.stack([dd[k] for dd in datas]) for k in datas[0]}
     if param == "W":
-        P = np.zeros((B, db, db)); P[:, :d, :d] = np.stack(inits)
-        params0 = P
+        params0 = np.zeros((B, db, db))
+        params0[:, :d, :d] = np.stack(inits)
     else:
-        Kp = np.zeros((B, db, mb)); Qp = np.zeros((B, db, mb))
+        Kp, Qp = np.zeros((B, db, mb)), np.zeros((B, db, mb))
         Kp[:, :d, :m] = np.stack([a[0] for a in inits])
         Qp[:, :d, :m] = np.stack([a[1] for a in inits])
         params0 = (Kp, Qp)

@@ -97,7 +97,7 @@ def np_gd(prob, init, param, *, steps, lr, loss, normalized=True, ridge=0.0):
         if normalized:
             Gs = tuple(a / (np.linalg.norm(a) + eps0) for a in Gs)
         Ps = (params,) if param == "W" else params
-        new = tuple(p - lr * a for p, a in zip(Ps, Gs))
+        new = tuple(p - lr * a for p, a in zip(Ps, Gs, strict=True))
         params = new[0] if param == "W" else new
     return np.array(Ws), np.array(Ls)
 

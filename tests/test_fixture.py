@@ -13,10 +13,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import FIXTURE
+from reference import rel
 
 import attsvm
 from attsvm.train import NORM_EPS
-from reference import rel
 
 FILES = sorted(FIXTURE.parent.glob("official_local_converge_*.npz"))
 if not FILES:

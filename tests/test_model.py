@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from reference import np_forward, np_grad, np_objective, rel
 
 import attsvm
 from attsvm import model
-from reference import np_forward, np_grad, np_objective, rel
 
 train_mod = importlib.import_module("attsvm.train")
 
@@ -92,7 +92,7 @@ def jax_grad(prob, params, param, loss, ridge):
 def assert_grads_close(g, ref, rtol):
     g = (g,) if isinstance(g, np.ndarray) else g
     ref = (ref,) if isinstance(ref, np.ndarray) else ref
-    for a, b in zip(g, ref):
+    for a, b in zip(g, ref, strict=True):
         np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol * np.abs(b).max())
 
 

@@ -12,11 +12,11 @@ import itertools
 
 import numpy as np
 import pytest
+from reference import np_queries, rel
 from scipy.optimize import linprog
 
 import attsvm
 from attsvm import metrics
-from reference import np_queries, rel
 
 # Interior-point accuracy of the nuclear-norm SDP in weakly determined directions: on n = 1
 # instances with a known answer the primal and dual formulations both err by up to ~3e-6
@@ -314,7 +314,7 @@ def test_fact14_mmts_joint_and_loss_demo_p_svms():
     np.testing.assert_allclose(p_svm(loss_demo, [1, 1]), [1.0, 0.0], atol=1e-7)
 
 
-# -- infeasible data are results 
+# -- infeasible data are results
 @pytest.mark.parametrize("norm", ["fro", "nuc"])
 def test_infeasible_svms_are_reported_not_raised(norm):
     # d = 1: (x_α − x_t) w z ≥ 1 needs w > 0 in one sequence and w < 0 in the other
@@ -347,7 +347,7 @@ def test_single_token_sequences_need_no_attention():
     assert sol.feasible and np.all(sol.W == 0)
 
 
-# -- local optimality 
+# -- local optimality
 def test_selection_statuses_follow_the_definition():
     """Every α of geometry-1 and of a random instance: the enumerated status agrees with the
     definition applied to the solution (support tokens from the margins, scores from γ)."""
@@ -366,7 +366,7 @@ def test_selection_statuses_follow_the_definition():
             sel = g[np.arange(prob.n), alpha]
             neighbours = sol.margins <= 1 + 1e-6
             neighbours[np.arange(prob.n), alpha] = False
-            local = all(g[i, t] < sel[i] for i, t in zip(*np.nonzero(neighbours)))
+            local = all(g[i, t] < sel[i] for i, t in zip(*np.nonzero(neighbours), strict=True))
             want = ("global" if alpha == opt else "local") if local else "feasible"
             assert status == want, alpha
             assert attsvm.is_locally_optimal(prob, np.array(alpha)) is local
@@ -374,7 +374,7 @@ def test_selection_statuses_follow_the_definition():
     assert sorted(set(statuses.values())) >= ["feasible", "global"]
 
 
-# -- the generalized SVM of nonlinear heads (PAPER.md §2.8) 
+# -- the generalized SVM of nonlinear heads (PAPER.md §2.8)
 def test_generalized_svm_reduces_to_att_svm_for_one_hot_attention():
     prob = attsvm.random_problem(6, 8, 10, seed=0)
     W_mm = attsvm.solve_att_svm(prob).W

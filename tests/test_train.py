@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-import attsvm
 from reference import np_forward, np_gd, np_objective, rel
 from test_model import small_problem
+
+import attsvm
 
 train_mod = importlib.import_module("attsvm.train")
 
@@ -168,7 +168,7 @@ def test_a_new_step_size_or_a_size_in_the_same_bucket_does_not_recompile():
     assert train_mod.TRACE_COUNT == before + 2
 
 
-# -- saturation and overflow 
+# -- saturation and overflow
 def test_saturation_is_reported_per_sequence(fixture_problem, fixture_npz):
     run = attsvm.train(fixture_problem, "W", steps=2000, init=fixture_npz["W_W_init"],
                        record_every=10)
@@ -200,7 +200,7 @@ def test_an_overflowing_run_is_stopped_with_finite_records():
     assert ok.overflow_at == -1
 
 
-# -- facts 6 and 7: GD on the paper's 2-D instances 
+# -- facts 6 and 7: GD on the paper's 2-D instances
 def test_fact6_geometry1_gd_picks_each_parameterizations_own_svm():
     g = attsvm.paper_problem("geometry-1")
     fro = attsvm.solve_att_svm(g, norm="fro").W
@@ -227,7 +227,7 @@ def test_fact7_geometry2_gd_converges_fast():
     np.testing.assert_allclose(run.norms[[1, 5, 20]], [9.9, 49.7, 58.1], atol=0.2)
 
 
-# -- fact 13: the λ-head selects the water-filling set 
+# -- fact 13: the λ-head selects the water-filling set
 def simplex_projection(y):
     u = np.sort(y)[::-1]
     css = np.cumsum(u)

@@ -18,8 +18,14 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import correlation
-from ..problems import (check_float, check_int, check_record_every, check_subset, random_problem,
-                        token_scores)
+from ..problems import (
+    check_float,
+    check_int,
+    check_record_every,
+    check_subset,
+    random_problem,
+    token_scores,
+)
 from . import fastsvm
 from .core import Progress, Result, check_budget, fmt, no_progress, settings_dict, train_all
 

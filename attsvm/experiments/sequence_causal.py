@@ -17,8 +17,15 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import correlation
-from ..problems import (check_choice, check_float, check_int, check_record_every, check_subset,
-                        optimal_tokens, random_problem)
+from ..problems import (
+    check_choice,
+    check_float,
+    check_int,
+    check_record_every,
+    check_subset,
+    optimal_tokens,
+    random_problem,
+)
 from . import fastsvm
 from .core import (
     Progress,
