@@ -10,18 +10,20 @@ tails reach rounding level), loss and softmax curves to 1e-9, final directions t
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
-from conftest import FIXTURE
 from reference import rel
 
 import attsvm
 from attsvm.train import NORM_EPS
 
-FILES = sorted(FIXTURE.parent.glob("official_local_converge_*.npz"))
+HERE = Path(__file__).parents[2] / "shared" / "fixtures"     # as tests/conftest.py's FIXTURE
+FILES = sorted(HERE.glob("official_local_converge_*.npz"))
 if not FILES:
-    pytest.skip(f"no reference fixtures in {FIXTURE.parent} (needs the shared/ checkout next "
-                "to the repository)", allow_module_level=True)
+    pytest.skip(f"no reference fixtures in {HERE} (needs the shared/ checkout next to the "
+                "repository)", allow_module_level=True)
 
 
 @pytest.fixture(scope="module", params=FILES, ids=[f.stem for f in FILES])
