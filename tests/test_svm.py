@@ -413,3 +413,20 @@ def test_generalized_svm_with_multi_token_selection():
     R = np.sum((c * W0 - gen.W_fin) * gen.W_dir) / np.sum(gen.W_dir ** 2)
     np.testing.assert_allclose(gen.R, R, rtol=1e-10)
     np.testing.assert_allclose(gen.W_pred, gen.W_fin + gen.R * gen.W_dir, rtol=1e-12)
+
+
+def test_cached_nuclear_dual_equals_a_freshly_built_one(monkeypatch):
+    """Small nuclear duals are canonicalized once per shape (cvxpy DPP) and re-solved with
+    new data; each answer must be the one a freshly built problem gives."""
+    svm = attsvm.svm
+    probs = [attsvm.random_problem(5, 5, 3, seed=s) for s in range(6)]
+    probs = [p for p in probs if attsvm.solve_att_svm(p, norm="fro").feasible][:3]
+    assert len(probs) >= 2
+    cached = [attsvm.solve_att_svm(p, norm="nuc") for p in probs]
+    assert svm._compiled_dual_nuc.cache_info().hits >= 1
+    monkeypatch.setattr(svm, "DPP_MAX_ENTRIES", -1)       # build every problem afresh
+    fresh = [attsvm.solve_att_svm(p, norm="nuc") for p in probs]
+    for a, b in zip(cached, fresh, strict=True):
+        assert a.feasible and b.feasible
+        assert rel(a.W, b.W) < 1e-10
+        np.testing.assert_allclose(a.duals, b.duals, rtol=0, atol=1e-10)
