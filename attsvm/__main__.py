@@ -28,8 +28,8 @@ from .experiments.core import jsonable
 def _parse_value(text: str):
     try:
         return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+        return text          # not a literal (or nested past the parser): the settings say why
 
 
 def _overrides(args, name: str) -> dict:

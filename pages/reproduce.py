@@ -15,9 +15,11 @@ import attsvm
 from attsvm import experiments, limits
 from attsvm.experiments.core import jsonable
 from ui import experiment_charts, hosted
+from ui.widgets import BOUND
 
 TTL = 3600
 HIDDEN = {"preset"}  # fixed by the card
+MAX_LITERAL = 500  # characters of a tuple-valued setting (a link can carry any text)
 
 
 @st.cache_data(max_entries=16, ttl=TTL, show_spinner=False)
@@ -35,26 +37,33 @@ def run_experiment(name: str, overrides_json: str) -> experiments.Result:
 
 
 def _widget(name: str, field: str, default):
-    """An input for one setting; returns its value (tuples typed as Python literals)."""
-    key = f"repro-{name}-{field}"
+    """An input for one setting, kept in the page's URL like every other page's settings
+    (a copied link restores the card's settings; Run then replays or computes the result).
+    Returns its value (tuples typed as Python literals)."""
+    kw = dict(key=f"repro-{name}-{field}", **BOUND)
     if isinstance(default, bool):
-        return st.checkbox(field, value=default, key=key)
+        return st.checkbox(field, value=default, **kw)
     if isinstance(default, int):
-        return int(st.number_input(field, value=default, step=1, key=key))
+        return int(st.number_input(field, value=default, step=1, **kw))
     if isinstance(default, float):
-        return float(st.number_input(field, value=default, format="%g", key=key))
+        return float(st.number_input(field, value=default, format="%g", **kw))
     if field == "style":
-        return st.selectbox(field, ["accurate", "published"], index=0, key=key)
+        return st.selectbox(field, ["accurate", "published"], index=0, **kw)
     if isinstance(default, str):
-        return st.text_input(field, value=default, key=key)
+        return st.text_input(field, value=default, **kw)
     text = st.text_input(
-        field, value=repr(default), key=key, help="a Python literal, e.g. (4, 6, 8) or ('W', 'KQ')"
+        field, value=repr(default), help="a Python literal, e.g. (4, 6, 8) or ('W', 'KQ')", **kw
     )
     try:
+        if len(text) > MAX_LITERAL:
+            raise ValueError
         return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+        # (deep nesting, e.g. "-----…1", overflows the parser's recursion: refuse it too)
+        shown = text if len(text) <= 60 else f"{text[:60]}… ({len(text):,} characters)"
         raise ValueError(
-            f"`{field}` must be a Python literal like {default!r}; got {text!r}"
+            f"`{field}` must be a Python literal like {default!r} of at most {MAX_LITERAL} "
+            f"characters; got {shown!r}"
         ) from None
 
 

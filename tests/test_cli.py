@@ -75,9 +75,11 @@ def test_bad_input_is_an_error_message_not_a_traceback(tmp_path, capsys):
     assert main(["reproduce", "no-such", "--out", str(tmp_path)]) == 2
     assert main(["reproduce", "svm-rank", "--set", "style=pretty", "--out", str(tmp_path)]) == 2
     assert main(["reproduce", "svm-rank", "--set", "colour=red", "--out", str(tmp_path)]) == 2
+    deep = "ds=" + "-" * 5000 + "1"                  # nested past Python's parser
+    assert main(["reproduce", "svm-rank", "--set", deep, "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "error: `NAME` must be one of" in err and "`style` must be one of" in err
-    assert "colour" in err
+    assert "colour" in err and "`ds` must be" in err
 
 
 def test_module_entry_point_lists_experiments():

@@ -30,3 +30,23 @@ def test_bad_setting_is_an_error_box():
     at.text_input(key="repro-multi-token-ds").set_value("(4, 'x')").run()
     assert_clean(at)
     assert any("ds" in e.value for e in at.error)
+    # text that overflows Python's parser (a link can carry it) is refused the same way
+    for text in ("-" * 5000 + "1", "1" + "+1" * 3000, "(" * 300 + ")" * 300, "4," * 400):
+        at.text_input(key="repro-multi-token-ds").set_value(text).run()
+        assert_clean(at)
+        assert any("`ds` must be a Python literal" in e.value for e in at.error), text[:20]
+
+
+def test_a_link_restores_a_cards_settings():
+    """Settings live in the URL: a copied link restores each card's settings."""
+    query = {"repro-svm-rank-runs": 7, "repro-multi-token-ds": "(4, 6)",
+             "repro-svm-rank-style": "published"}
+    at = open_page("reproduce.py", query)
+    for k, v in query.items():
+        at.query_params[k] = str(v)
+    at.run()
+    assert_clean(at)
+    assert at.number_input(key="repro-svm-rank-runs").value == 7
+    assert at.text_input(key="repro-multi-token-ds").value == "(4, 6)"
+    assert at.selectbox(key="repro-svm-rank-style").value == "published"
+    # (the browser writes changed values into the URL: tests/e2e/test_links.py)

@@ -47,3 +47,43 @@ def test_a_copied_link_shows_the_same_state_and_numbers(server, browser, path): 
         assert pair in url1 and pair in url2, (pair, url1)
     if expect:
         assert expect in first.replace(",", "")
+
+
+def _card(page, name: str):
+    """The bordered container of one experiment's card (the innermost block holding its
+    heading)."""
+    heading = page.get_by_role("heading", name=re.compile(f"^{re.escape(name)} —"))
+    return page.locator('[data-testid="stVerticalBlock"]').filter(has=heading).last
+
+
+def test_reproduce_settings_go_into_the_link_and_come_back(server, browser):  # noqa: F811
+    """On the Reproduce page a changed setting is written into the URL, and that URL opened
+    in a fresh session shows the setting again (the Run result itself is cached by it)."""
+    ctx = browser.new_context(viewport={"width": 1500, "height": 2400})
+    try:
+        page = ctx.new_page()
+        page.goto(f"{server}/paper-figures", timeout=PAGE_TIMEOUT_MS)
+        _settle(page)
+        card = _card(page, "svm-rank")
+        card.get_by_text("Settings (the paper's by default)").click()
+        box = card.get_by_label("runs", exact=True)
+        box.fill("7")
+        box.press("Enter")
+        page.wait_for_url(re.compile(r".*repro-svm-rank-runs=7.*"), timeout=PAGE_TIMEOUT_MS)
+        _settle(page)
+        _check_clean(page, "reproduce-link")
+        link = page.url
+    finally:
+        ctx.close()
+    ctx = browser.new_context(viewport={"width": 1500, "height": 2400})
+    try:
+        page = ctx.new_page()
+        page.goto(link, timeout=PAGE_TIMEOUT_MS)
+        _settle(page)
+        _check_clean(page, "reproduce-link-opened")
+        card = _card(page, "svm-rank")
+        card.get_by_text("Settings (the paper's by default)").click()
+        assert card.get_by_label("runs", exact=True).input_value() == "7"
+        assert "repro-svm-rank-runs=7" in page.url
+    finally:
+        ctx.close()
