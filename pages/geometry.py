@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 import attsvm
-from ui import cache, charts, frames
+from ui import cache, charts, frames, hosted, linkdata
 from ui.sidebar import specs
 from ui.specs import ProblemSpec, custom_spec
 from ui.widgets import BOUND, check_gd, explained
@@ -36,16 +36,38 @@ base = (ProblemSpec(n=int(gn), T=int(gT), d=2, seed=int(gseed), attention="cross
 with explained():
     prob0 = base.build()
 
-# -- editable data ------------------------------------------------------------------------
+# -- editable data (edits travel in the link as `geo_data`, see ui/linkdata.py) ----------
 n, T = prob0.n, prob0.T
-tok = pd.DataFrame({"sequence": np.repeat(np.arange(n), T), "token": np.tile(np.arange(T), n),
-                    "x₁": prob0.X[:, :, 0].ravel(), "x₂": prob0.X[:, :, 1].ravel()})
-seq = pd.DataFrame({"sequence": np.arange(n), "label Y": prob0.Y, "z₁": prob0.Z[:, 0],
-                    "z₂": prob0.Z[:, 1]})
-vdf = pd.DataFrame({"v₁": [prob0.v[0]], "v₂": [prob0.v[1]]})
 tag = f"{source}_{gn}_{gT}_{gseed}" if rnd else source
+arrays = (prob0.X, prob0.Y, prob0.Z, prob0.v)
+link = st.query_params.get("geo_data")
+if link is not None:
+    try:
+        ltag, *linked = linkdata.decode(link, max_n=8, max_T=12)
+    except ValueError as exc:
+        st.warning(f"Ignored the link's edited data: {hosted.escape_markdown(exc)}",
+                   icon=":material/link_off:")
+        del st.query_params["geo_data"]
+    else:
+        if ltag == tag and linked[0].shape[:2] == (n, T):
+            arrays = tuple(linked)
+        else:                                 # edits of other data (the source changed)
+            del st.query_params["geo_data"]
+
+
+def tables(X, Y, Z, v):
+    return (pd.DataFrame({"sequence": np.repeat(np.arange(n), T),
+                          "token": np.tile(np.arange(T), n),
+                          "x₁": X[:, :, 0].ravel(), "x₂": X[:, :, 1].ravel()}),
+            pd.DataFrame({"sequence": np.arange(n), "label Y": Y, "z₁": Z[:, 0],
+                          "z₂": Z[:, 1]}),
+            pd.DataFrame({"v₁": [v[0]], "v₂": [v[1]]}))
+
+
+base_tables = tables(prob0.X, prob0.Y, prob0.Z, prob0.v)
+tok, seq, vdf = tables(*arrays)
 num = st.column_config.NumberColumn(format="%.4f")
-with st.expander("Edit the tokens, queries, labels and v", expanded=False,
+with st.expander("Edit the tokens, queries, labels and v", expanded=link is not None,
                  key="geo_edit_box"):
     e1, e2, e3 = st.columns([3, 3, 2])
     tok_e = e1.data_editor(tok, key=f"geo_tok_{tag}", hide_index=True,
@@ -58,16 +80,21 @@ with st.expander("Edit the tokens, queries, labels and v", expanded=False,
     v_e = e3.data_editor(vdf, key=f"geo_v_{tag}", hide_index=True,
                          column_config={"v₁": num, "v₂": num})
     st.caption("Token scores are γ_it = Y_i vᵀx_it; the optimal token (★) has the highest "
-               "score in its sequence. Edits are kept for this session (not in the URL).")
-edited = not (tok_e.equals(tok) and seq_e.equals(seq) and v_e.equals(vdf))
+               "score in its sequence. Edits are kept in the page's URL: copy it to share "
+               "them.")
+edited = not all(a.equals(b) for a, b in zip((tok_e, seq_e, v_e), base_tables, strict=True))
 if edited:
-    pspec = custom_spec(tok_e[["x₁", "x₂"]].to_numpy(dtype=float).reshape(n, T, 2),
-                        seq_e["label Y"].to_numpy(dtype=float),
-                        seq_e[["z₁", "z₂"]].to_numpy(dtype=float),
-                        v_e[["v₁", "v₂"]].to_numpy(dtype=float)[0],
-                        attention=pspec_sb.attention)
+    mine = (tok_e[["x₁", "x₂"]].to_numpy(dtype=float).reshape(n, T, 2),
+            seq_e["label Y"].to_numpy(dtype=float),
+            seq_e[["z₁", "z₂"]].to_numpy(dtype=float),
+            v_e[["v₁", "v₂"]].to_numpy(dtype=float)[0])
+    if all(np.all(np.isfinite(a)) for a in mine):     # (a blank cell is reported below)
+        st.query_params["geo_data"] = linkdata.encode(tag, *mine)
+    pspec = custom_spec(*mine, attention=pspec_sb.attention)
     st.info("Showing your edited data.", icon=":material/edit:")
 else:
+    if "geo_data" in st.query_params:
+        del st.query_params["geo_data"]
     pspec = base.with_(attention=pspec_sb.attention)
 with explained():
     prob = pspec.build()

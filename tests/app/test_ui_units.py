@@ -1,11 +1,14 @@
 """The app's pure helpers: live chunking, record intervals, chart frames, chart tooltips."""
 import json
+import re
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as hst
 
 import attsvm
-from ui import charts, frames, live
+from ui import charts, frames, linkdata, live
 from ui.specs import ProblemSpec, TrainSpec, custom_spec, record_every
 
 
@@ -79,3 +82,36 @@ def test_every_chart_builder_has_tooltips():
         spec = json.dumps(chart.to_dict())
         layers = spec.count('"mark"')
         assert spec.count('"tooltip"') >= layers, "a layer without tooltips"
+
+
+# -- edited 2-D data in a link (ui/linkdata.py) ------------------------------------------------
+_FLOATS = hst.floats(allow_nan=False, allow_infinity=False, width=64)
+
+
+@given(n=hst.integers(1, 8), T=hst.integers(1, 12), data=hst.data())
+def test_link_data_round_trips_every_float64_exactly(n, T, data):
+    X = np.array(data.draw(hst.lists(_FLOATS, min_size=n * T * 2, max_size=n * T * 2)))
+    Y = np.array(data.draw(hst.lists(hst.sampled_from([-1.0, 1.0]), min_size=n, max_size=n)))
+    Z = np.array(data.draw(hst.lists(_FLOATS, min_size=2 * n, max_size=2 * n)))
+    v = np.array(data.draw(hst.lists(_FLOATS, min_size=2, max_size=2)))
+    text = linkdata.encode("random_3_4_0", X.reshape(n, T, 2), Y, Z.reshape(n, 2), v)
+    tag, X2, Y2, Z2, v2 = linkdata.decode(text, max_n=8, max_T=12)
+    assert tag == "random_3_4_0"
+    for a, b in ((X.reshape(n, T, 2), X2), (Y, Y2), (Z.reshape(n, 2), Z2), (v, v2)):
+        np.testing.assert_array_equal(a, b)
+        assert np.array_equal(np.signbit(a), np.signbit(b))          # -0.0 survives too
+
+
+@pytest.mark.parametrize("text,why", [
+    ("a|1,1|1,2|1|1,2", "TAG|n,T|X|Y|Z|v"),
+    ("a|x,1|1,2|1|1,2|1,2", "n,T"),
+    ("a|9,1|" + ",".join(["1"] * 18) + "|" + ",".join(["1"] * 9) + "|"
+     + ",".join(["1"] * 18) + "|1,2", "1 ≤ n ≤ 8"),
+    ("a|1,1|1|1|1,2|1,2", "the tokens must have 2 numbers; got 1"),
+    ("a|1,1|1,inf|1|1,2|1,2", "the tokens must be finite"),
+    ("a|1,1|1,2|one|1,2|1,2", "the labels must be numbers"),
+    ("a|1,1|1,2|1|1,2|" + "1" * 20_000, "at most 12,000 characters"),
+])
+def test_malformed_link_data_is_refused_with_the_reason(text, why):
+    with pytest.raises(ValueError, match=re.escape(why)):
+        linkdata.decode(text, max_n=8, max_T=12)

@@ -87,3 +87,24 @@ def test_reproduce_settings_go_into_the_link_and_come_back(server, browser):  # 
         assert "repro-svm-rank-runs=7" in page.url
     finally:
         ctx.close()
+
+
+def test_edited_geometry_data_travels_in_the_link(server, browser):  # noqa: F811
+    """Tokens edited on the Geometry page are in its URL (`geo_data`): the link opened in
+    two fresh sessions shows the edited problem, with the same numbers, and keeps it."""
+    import urllib.parse
+
+    import attsvm
+    from ui import linkdata
+
+    g = attsvm.paper_problem("geometry-1")
+    X = g.X.copy()
+    X[0, 1, 0] = 0.25
+    data = linkdata.encode("geometry-1", X, g.Y, g.Z, g.v)
+    url = f"{server}/geometry-2d?geo_data={urllib.parse.quote(data, safe='')}"
+    (first, url1), (second, url2) = (_view(browser, url) for _ in range(2))
+    assert first == second
+    assert "Showing your edited data" in first
+    for u in (url1, url2):
+        got = urllib.parse.parse_qs(urllib.parse.urlsplit(u).query)["geo_data"][0]
+        assert linkdata.decode(got, max_n=8, max_T=12)[1][0, 1, 0] == 0.25
