@@ -46,8 +46,11 @@ class ProblemSpec:
         if self.source == "custom":
             if self.data is None:
                 raise ValueError("`data` must hold the custom tokens; got None")
-            X, Y, Z, v = (np.array(a, dtype=float) for a in self.data)
+            X, Y, Z, v, V = (None if a is None else np.array(a, dtype=float)
+                             for a in (*self.data, None)[:5])
             return attsvm.Problem(X=X, Y=Y, Z=None if self.attention == "self" else Z, v=v,
+                                  head=self.head, V=V,
+                                  lam=self.lam if self.head == "quadratic" else 0.0,
                                   name="custom")
         return attsvm.random_problem(self.n, self.T, self.d, self.seed, self.attention,
                                      head=self.head, queries=self.queries,
@@ -60,7 +63,10 @@ class ProblemSpec:
         if self.source in attsvm.PRESETS:
             return f"preset {self.source} ({self.attention}-attention)"
         if self.source == "custom":
-            return "custom tokens"
+            if self.head == "linear":
+                return "custom tokens"
+            lam = f" λ={self.lam:g}" if self.head == "quadratic" else ""
+            return f"custom tokens, {self.head} head{lam}"
         head = self.head + (f" λ={self.lam:g}" if self.head == "quadratic" else "")
         q = "" if self.queries == "single" else f", {self.queries} queries"
         return (f"random n={self.n}, T={self.T}, d={self.d}, seed={self.seed}, "
@@ -124,7 +130,12 @@ def frozen(a) -> tuple:
     return tuple(frozen(x) for x in a) if a.ndim > 1 else tuple(float(x) for x in a)
 
 
-def custom_spec(X, Y, Z, v, *, attention: str = "cross") -> ProblemSpec:
-    """A ProblemSpec holding the arrays themselves (e.g. tokens edited in a table)."""
-    return ProblemSpec(source="custom", attention=attention,
-                       data=(frozen(X), frozen(Y), frozen(Z), frozen(v)))
+def custom_spec(X, Y, Z, v, *, attention: str = "cross", head: str = "linear", V=None,
+                lam: float = 0.5) -> ProblemSpec:
+    """A ProblemSpec holding the arrays themselves (tokens edited in a table, an upload):
+    v for the linear and quadratic heads (with λ = `lam`), V for the relu head."""
+    data = (frozen(X), frozen(Y), frozen(Z), None if v is None else frozen(v))
+    if V is not None:
+        data += (frozen(V),)
+    return ProblemSpec(source="custom", attention=attention, head=head, lam=float(lam),
+                       data=data)

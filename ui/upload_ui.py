@@ -19,7 +19,9 @@ FORMAT_HELP = (
     "**CSV**: header `kind,seq,token,label,f0,…,f{d-1}`; one `x` row per token "
     "(sequence `seq`, token `token`, its sequence's label ±1, features), optional one `z` row "
     "per sequence (its query; none means self-attention on token 0), one `v` row (the head "
-    "vector). **NPZ**: arrays `X` (n, T, d), `Y` (n,), optional `Z` (n, d), `v` (d,). "
+    "vector) or, for the ReLU head, d `V` rows. **NPZ**: arrays `X` (n, T, d), `Y` (n,), "
+    "optional `Z` (n, d), `v` (d,) or `V` (d, d), optional `head` (linear, relu, "
+    "quadratic) and `lam`. "
     "The Export bundle's `data/problem.csv` is an example.")
 
 
@@ -45,12 +47,9 @@ def upload_problem(*, key: str = "upload") -> attsvm.Problem | None:
     if error:
         st.error(f"**This file cannot be used:** {hosted.escape_markdown(error)}", icon="🚫")
         return None
-    if prob.head != "linear":
-        st.error("**This file cannot be used here:** the explorer's uploads use the linear "
-                 f"head (a `v` vector); this file has the {prob.head} head.", icon="🚫")
-        return None
+    head = prob.head + (f" (λ = {prob.lam:g})" if prob.head == "quadratic" else "")
     st.caption(f"Loaded n = {prob.n}, T = {prob.T}, d = {prob.d}, "
-               f"{prob.attention}-attention.")
+               f"{prob.attention}-attention, {head} head.")
     return prob
 
 
@@ -59,4 +58,5 @@ def upload_spec(prob: attsvm.Problem, attention: str) -> ProblemSpec:
     self-attention on token 0, which is cross-attention with z_i = x_i1."""
     Z = prob.Z if prob.Z is not None else prob.X[:, 0, :]
     return custom_spec(prob.X, prob.Y, Z, prob.v,
-                       attention="self" if prob.Z is None else attention)
+                       attention="self" if prob.Z is None else attention,
+                       head=prob.head, V=prob.V, lam=prob.lam)

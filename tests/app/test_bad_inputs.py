@@ -13,6 +13,7 @@ from conftest import assert_clean, charts, open_page, texts
 import attsvm
 from attsvm import io as aio
 from attsvm import limits
+from ui import upload_ui
 
 HOSTILE = ["<script>alert(1)</script>", "1e9", "-5", "nan", "inf", "-inf", "1" * 400,
            "![x](http://evil.example/p.png)", "`; rm -rf /", "\u202e\u0000", "[1,2]"]
@@ -160,6 +161,30 @@ def test_a_good_upload_replaces_the_problem_and_a_bad_one_after_it_is_refused(mo
     _upload(at, "bad.npz", _npz(X=P.X, Y=np.ones(3)))         # no head vector v
     assert "`head vector v` must be present" in " ".join(e.value for e in at.error)
     assert "custom tokens" not in texts(at) and len(charts(at)) == 6
+
+
+@pytest.mark.parametrize("head", ["relu", "quadratic"])
+def test_an_upload_with_a_nonlinear_head_is_explored_like_a_random_one(monkeypatch, head):
+    monkeypatch.setenv("ATTSVM_MODE", "hosted")
+    Q = attsvm.random_problem(n=3, T=4, d=5, seed=1, head=head, lam=0.3)
+    head_arrays = dict(V=Q.V) if head == "relu" else dict(v=Q.v, lam=np.array(Q.lam))
+    data = _npz(X=Q.X, Y=Q.Y, Z=Q.Z, head=np.array(head), **head_arrays)
+    at = open_page("playground.py", query={"preset": "upload"})
+    _upload(at, "mine.npz", data)
+    shown = texts(at)
+    assert not at.error and f"custom tokens, {head} head" in shown, shown
+    assert f"{head} head" in shown and len(charts(at)) == 6
+    assert any("nonlinear head" in i.value for i in at.info)
+    # the same problem as the library builds from the file
+    spec = upload_ui.upload_spec(aio.load_problem(data, filename="mine.npz"), "cross")
+    got = spec.build()
+    assert (got.head, got.lam) == (head, Q.lam if head == "quadratic" else 0.0)
+    np.testing.assert_array_equal(got.X, Q.X)
+    np.testing.assert_array_equal(got.V if head == "relu" else got.v,
+                                  Q.V if head == "relu" else Q.v)
+    at.switch_page("pages/nonlinear.py").run()
+    assert_clean(at)
+    assert not at.error and charts(at)
 
 
 # -- hosted budgets, session allowance, cancel and deadline -----------------------------------
