@@ -47,12 +47,12 @@ if link is not None:
     except ValueError as exc:
         st.warning(f"Ignored the link's edited data: {hosted.escape_markdown(exc)}",
                    icon=":material/link_off:")
-        del st.query_params["geo_data"]
+        hosted.drop_param("geo_data")
     else:
         if ltag == tag and linked[0].shape[:2] == (n, T):
             arrays = tuple(linked)
         else:                                 # edits of other data (the source changed)
-            del st.query_params["geo_data"]
+            hosted.drop_param("geo_data")
 
 
 def tables(X, Y, Z, v):
@@ -93,8 +93,7 @@ if edited:
     pspec = custom_spec(*mine, attention=pspec_sb.attention)
     st.info("Showing your edited data.", icon=":material/edit:")
 else:
-    if "geo_data" in st.query_params:
-        del st.query_params["geo_data"]
+    hosted.drop_param("geo_data")            # no edits (any more): nothing to carry
     pspec = base.with_(attention=pspec_sb.attention)
 with explained():
     prob = pspec.build()

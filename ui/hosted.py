@@ -51,6 +51,7 @@ def clean_link() -> dict:
     survive: a non-finite number ("inf", "1e999", "nan") bound to an integer widget raises
     OverflowError inside st.number_input. Returns the snapshot for `report_ignored_params`."""
     before = st.query_params.to_dict()
+    st.session_state[_DROPPED] = set()
     for k, v in before.items():
         try:
             bad = not math.isfinite(float(v))
@@ -61,11 +62,23 @@ def clean_link() -> dict:
     return before
 
 
+_DROPPED = "_params_dropped_by_the_page"
+
+
+def drop_param(key: str) -> None:
+    """Remove a link parameter on purpose (the page explains it, or it no longer applies),
+    so that `report_ignored_params` does not list it as ignored."""
+    if key in st.query_params:
+        del st.query_params[key]
+    st.session_state.setdefault(_DROPPED, set()).add(key)
+
+
 def report_ignored_params(before: dict) -> None:
     """Say which link parameters were dropped: Streamlit removes a bound widget's URL value
     it cannot take (out of range, wrong type) and uses the default instead."""
     after = st.query_params.to_dict()
-    dropped = [(k, v) for k, v in before.items() if k not in after]
+    meant = st.session_state.get(_DROPPED, set())
+    dropped = [(k, v) for k, v in before.items() if k not in after and k not in meant]
     if dropped:
         st.sidebar.warning(
             "Ignored link parameters (out of range or not a valid value), defaults used: "

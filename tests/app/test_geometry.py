@@ -76,6 +76,12 @@ def test_edits_go_into_the_link_and_a_link_restores_them():
     assert_clean(at)
     assert "geo_data" not in at.query_params
     assert not any("edited data" in i.value for i in at.info)
+    assert not any("Ignored link parameters" in w.value for w in at.warning)  # on purpose
+    # switching the data drops edits of the other data, silently too
+    again.segmented_control(key="geo_src").set_value("geometry-2").run()
+    assert_clean(again)
+    assert "geo_data" not in again.query_params
+    assert not again.warning and not any("edited data" in i.value for i in again.info)
 
 
 @pytest.mark.parametrize("bad", ["geometry-1|2,3|1,2|1,1|0,1,1,0|1,0", "x|99,99|1|1|1|1",
@@ -83,6 +89,8 @@ def test_edits_go_into_the_link_and_a_link_restores_them():
                                  "garbage"])
 def test_a_bad_link_data_is_ignored_with_a_warning(bad):
     at = open_page("geometry.py", query={"geo_data": bad})
-    assert any("Ignored the link's edited data" in w.value for w in at.warning)
+    warnings = [w.value for w in at.warning]
+    assert sum("Ignored the link's edited data" in w for w in warnings) == 1
+    assert not any("Ignored link parameters" in w for w in warnings)      # said once
     assert not at.info or not any("edited data" in i.value for i in at.info)
     assert "geo_data" not in at.query_params
