@@ -117,7 +117,9 @@ def card(name: str):
                 f"**attsvm differs from the authors' code here:** {note}", icon=":material/rule:"
             )
         overrides = {}
-        with st.expander("Settings (the paper's by default)"):
+        # opened when a link set any of this card's settings, so the recipient sees them
+        linked = any(k.startswith(f"repro-{name}-") for k in st.query_params)
+        with st.expander("Settings (the paper's by default)", expanded=linked):
             try:
                 cols = st.columns(3)
                 fields = [f for f in dataclasses.fields(defaults) if f.name not in HIDDEN]

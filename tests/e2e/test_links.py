@@ -81,9 +81,11 @@ def test_reproduce_settings_go_into_the_link_and_come_back(server, browser):  # 
         page.goto(link, timeout=PAGE_TIMEOUT_MS)
         _settle(page)
         _check_clean(page, "reproduce-link-opened")
-        card = _card(page, "svm-rank")
-        card.get_by_text("Settings (the paper's by default)").click()
-        assert card.get_by_label("runs", exact=True).input_value() == "7"
+        card = _card(page, "svm-rank")                  # its settings open by themselves
+        box = card.get_by_label("runs", exact=True)
+        assert box.is_visible() and box.input_value() == "7"
+        other = _card(page, "multi-token").get_by_label("runs", exact=True)
+        assert not other.is_visible()                   # untouched cards stay closed
         assert "repro-svm-rank-runs=7" in page.url
     finally:
         ctx.close()
