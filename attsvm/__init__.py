@@ -2,9 +2,9 @@
 
 Library for "Transformers as Support Vector Machines" (Tarzanagh, Li, Thrampoulidis,
 Oymak, 2023). JAX runs gradient descent (float64; importing attsvm turns on
-``jax_enable_x64``), cvxpy solves the SVMs. See SPEC.md §5 for the public API.
+``jax_enable_x64``), cvxpy solves the SVMs. The public API is `__all__` below.
 """
-# ruff: noqa: I001  (the public API in the order of SPEC §5)
+# ruff: noqa: I001  (the public API in the order of the README)
 from .problems import (Problem, random_problem, paper_problem, token_scores, optimal_tokens,
                        PRESETS)
 from .train import train, train_batch, Trajectory, default_init, backend

@@ -1,6 +1,6 @@
 """Benchmark: `python -m attsvm.bench` (a script, not a test).
 
-1. Gradient descent on the paper's local-convergence workload (PAPER.md §4 E2): 100 runs ×
+1. Gradient descent on the paper's local-convergence workload (docs/theory.md §4 E2): 100 runs ×
    2000 normalized-GD steps, n=6, T=8, d=10, linear head, logistic loss, η = 0.1, every
    step recorded (W, softmax, loss), for both parameterizations. `train_batch` is timed cold
    (first call in this process: tracing + XLA compilation + run) and warm (median of

@@ -1,6 +1,6 @@
 """Problems to and from bytes: the upload format (CSV or NPZ) and its writers.
 
-An uploaded problem is the paper's data (PAPER.md §1): tokens X (n, T, d), labels
+An uploaded problem is the paper's data (docs/theory.md §1): tokens X (n, T, d), labels
 Y ∈ {±1}ⁿ, queries Z (n, d) (omitted: self-attention, z_i = x_i1) and the head vector
 v (d,) (or V (d, d) for the relu head). Everything happens in memory — bytes in, a
 validated `Problem` out — and every rule is checked before anything large is allocated:

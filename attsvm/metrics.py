@@ -1,4 +1,5 @@
-"""Measurements (SPEC §4): correlation, token-selection margins, numerical rank, norm growth.
+"""Measurements (docs/theory.md §A.2): correlation, token-selection margins, numerical
+rank, norm growth.
 
     corr(A, B) = ⟨A, B⟩_F / (‖A‖_F ‖B‖_F)
     margin_it(W) = (x_{iα_i} − x_it)ᵀ W z_i,   normalized: margin_it / ‖W‖_F
@@ -10,7 +11,7 @@ import numpy as np
 
 from .problems import Problem, check_alpha, check_float, optimal_tokens
 
-RANK_RTOL = 1e-4   # relative singular-value threshold of `numerical_rank` (PAPER.md §4 E3)
+RANK_RTOL = 1e-4   # relative singular-value threshold of `numerical_rank` (docs/theory.md §4 E3)
 
 
 def _matrix(name, A):

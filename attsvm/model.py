@@ -1,11 +1,11 @@
 """One-layer softmax attention, its heads and losses, in pure JAX (float64).
 
-    s_ik = softmax_t( x_itᵀ W z_ik )  over the tokens query k may attend to   (PAPER.md §1)
+    s_ik = softmax_t( x_itᵀ W z_ik )  over the tokens query k may attend to   (docs/theory.md §1)
     r_ik = X_iᵀ s_ik,   f_ik = h(r_ik)
     L(W) = Σ_i Σ_k w_ik ℓ(Y_ik f_ik),   w_ik = 1/n for real (i, k), 0 for padding
 
 With W = K Qᵀ for the (K, Q)-parameterization, whose objective adds the vanishing ridge
-ε (‖K‖_F² + ‖Q‖_F²) (SPEC §2). Everything here acts on one problem; `jax.vmap` batches.
+ε (‖K‖_F² + ‖Q‖_F²) (docs/theory.md §A.1). Everything here acts on one problem; `jax.vmap` batches.
 """
 from __future__ import annotations
 

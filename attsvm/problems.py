@@ -1,6 +1,6 @@
 """Problems: the data of one-layer attention, their token scores and optimal tokens.
 
-Paper notation (TF-as-SVM §2, PAPER.md §1): n sequences X_i ∈ R^{T×d} with labels
+Paper notation (TF-as-SVM §2, docs/theory.md §1): n sequences X_i ∈ R^{T×d} with labels
 Y_i ∈ {±1} and queries z_i ∈ R^d. Token t of sequence i gets the logit x_itᵀ W z_i and
 the attention s_i = softmax(X_i W z_i). The head h maps r_i = X_iᵀ s_i to a prediction:
 
@@ -8,7 +8,7 @@ the attention s_i = softmax(X_i W z_i). The head h maps r_i = X_iᵀ s_i to a pr
     relu       f = 1ᵀ relu(Vᵀ r)              score γ_it = Y_i 1ᵀ relu(Vᵀ x_it)
     quadratic  f = vᵀ r − λ ‖r‖²              score γ_it = Y_i (vᵀ x_it − λ ‖x_it‖²)
 
-Sequence-to-sequence and causal problems (paper §7, PAPER.md §2.9) make every token a query:
+Sequence-to-sequence and causal problems (paper §7, docs/theory.md §2.9) make every token a query:
 query k of sequence i attends to every token (``queries="sequence"``) or to tokens t ≤ k
 (``queries="causal"``) and carries its own label Y_ik.
 
@@ -26,7 +26,7 @@ HEADS = ("linear", "relu", "quadratic")
 ATTENTIONS = ("cross", "self")
 QUERY_MODES = ("single", "sequence", "causal")
 
-# Input ranges (SPEC §6). They bound what a user can ask of the library.
+# Input ranges (docs/theory.md §A.3). They bound what a user can ask of the library.
 MAX_N, MAX_T, MAX_D = 512, 256, 512
 TIE_TOL = 1e-12
 
@@ -308,7 +308,7 @@ def _unit_rows(a: np.ndarray) -> np.ndarray:
 def random_problem(n: int = 6, T: int = 8, d: int = 10, seed: int = 0, attention: str = "cross",
                    *, head: str = "linear", queries: str = "single", lam: float = 0.5,
                    query_index: int = 0) -> Problem:
-    """The paper's random instance (PAPER.md §4): unit-norm Gaussian tokens and queries,
+    """The paper's random instance (docs/theory.md §4): unit-norm Gaussian tokens and queries,
     unit Gaussian v, labels ±1 with probability ½; for the relu head V ~ N(0,1)/‖V‖_F.
 
     Drawn with ``numpy.random.default_rng(seed)`` in the order v, X, Z, Y, V.
@@ -336,7 +336,7 @@ def random_problem(n: int = 6, T: int = 8, d: int = 10, seed: int = 0, attention
 
 # -- the paper's 2-D instances ------------------------------------------------------------
 # geometry-1: visualization1.ipynb (torch.Generator().manual_seed(1); v, X, Z in that order),
-# regenerated here with torch 2.13 in float64 to full precision (PAPER.md §4 E1).
+# regenerated here with torch 2.13 in float64 to full precision (docs/theory.md §4 E1).
 _GEOMETRY_1 = dict(
     v=[0.9273199241674113, 0.3742696330750689],
     Z=[[0.8450113572927492, 0.534748357684496], [-0.6362639921473734, -0.7714714073098802]],
@@ -346,7 +346,7 @@ _GEOMETRY_1 = dict(
         [0.9413471267801126, -0.2896907793505028]]],
 )
 # geometry-2: visualization2.ipynb (seed 3). The notebook's draw order could not be
-# recovered, so these are the values printed in PAPER.md §4 E1' (4 decimals).
+# recovered, so these are the values printed in docs/theory.md §4 E1' (4 decimals).
 _GEOMETRY_2 = dict(
     v=[0.9771, 0.2127],
     Z=[[-0.5391, -0.8422], [0.9526, 0.3044]],

@@ -1,4 +1,4 @@
-"""The attention SVMs (PAPER.md §2), every one a cvxpy problem with a pinned solver.
+"""The attention SVMs (docs/theory.md §2), every one a cvxpy problem with a pinned solver.
 
 Att-SVM_α (Frobenius; the W-parameterization's limit) and Att-SVM*_α (nuclear; (K, Q)):
 
@@ -18,7 +18,7 @@ duals, which are much smaller than the primal problems (m = #constraints multipl
 with B_j = U_Dᵀ A_j U_Z the constraint matrices in orthonormal bases U_D of their column
 spaces (span of the differences x_iα − x_it) and U_Z of their row spaces (span of the
 queries). Restricting W to U_D M U_Zᵀ loses nothing: the constraints only see P_D W P_Z,
-and projecting does not increase any unitarily invariant norm (PAPER.md §2.6). W^mm_⋆ is
+and projecting does not increase any unitarily invariant norm (docs/theory.md §2.6). W^mm_⋆ is
 read off the multiplier of the LMI, M = −2·Y₁₂. At (n, T, d) = (20, 16, 32) this is ~18×
 (Frobenius) and ~4× (nuclear) faster than the primal problems, with the same solutions
 (≈1e-8 and ≈1e-6 relative, the nuclear solution being only weakly unique).
@@ -225,7 +225,7 @@ def solve_att_svm(prob: Problem, alpha=None, norm: str = "fro", *,
             paper adds rank(W) ≤ m, which is not convex: compare the solution's rank with m).
         support_tol: a token is a support token when its margin is ≤ 1 + support_tol.
         solver: "CLARABEL" (default, tight tolerances) or "SCS" at its default accuracy
-            (~1e-5; only to reproduce the authors' published numbers, PAPER.md §7).
+            (~1e-5; only to reproduce the authors' published numbers, docs/theory.md §7).
 
     Infeasible data is a result (feasible=False with the solver's status), not an error.
     """
@@ -271,7 +271,7 @@ def solve_att_svm(prob: Problem, alpha=None, norm: str = "fro", *,
 def is_locally_optimal(prob: Problem, alpha, *, norm: str = "fro",
                        solution: SvmSolution | None = None) -> bool:
     """α is locally optimal: Att-SVM_α is feasible and every support token t of sequence i
-    scores below the selected one, γ_{iα_i} > γ_it (PAPER.md §2.4)."""
+    scores below the selected one, γ_{iα_i} > γ_it (docs/theory.md §2.4)."""
     alpha = check_alpha(prob, alpha)
     sol = solution if solution is not None else solve_att_svm(prob, alpha, norm)
     if not sol.feasible:
@@ -331,7 +331,7 @@ def locally_optimal_selections(prob: Problem, *, norm: str = "fro",
     return out
 
 
-# -- generalized SVM for nonlinear heads (PAPER.md §2.8) -------------------------------------
+# -- generalized SVM for nonlinear heads (docs/theory.md §2.8) -------------------------------------
 @dataclass(frozen=True, eq=False)
 class GeneralizedSvm:
     """W^dir, W^fin and the prediction W^fin + R·W^dir fitted to a GD solution.

@@ -1,6 +1,6 @@
 """Gradient descent on one-layer attention: the only place with `jax.jit`.
 
-Normalized GD (SPEC §2, the paper's optimizer; PAPER.md §1):
+Normalized GD (docs/theory.md §A.1, the paper's optimizer; docs/theory.md §1):
     W ← W − η ∇L(W) / (‖∇L(W)‖_F + ε₀)                                   (param="W")
     K ← K − η ∇_K / (‖∇_K‖_F + ε₀),  Q ← Q − η ∇_Q / (‖∇_Q‖_F + ε₀)      (param="KQ")
 with ε₀ = 2⁻⁵² and, for (K, Q), the objective L(K Qᵀ) + ε (‖K‖_F² + ‖Q‖_F²), ε = `ridge`.
@@ -13,7 +13,7 @@ buckets (`bucket`); padding is exact: padded features are zero, padded tokens ar
 of the softmax, padded sequences carry zero loss weight, and padded rows/columns of W, K, Q
 start at 0 and receive zero gradient.
 
-Overflow (SPEC §6): a run stops at its last finite state and reports the step
+Overflow (docs/theory.md §A.3): a run stops at its last finite state and reports the step
 (`Trajectory.overflow_at`); its records stay finite.
 """
 from __future__ import annotations

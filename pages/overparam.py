@@ -69,7 +69,7 @@ st.caption(
     "parameterization (Frobenius for W, nuclear for K Qᵀ). For reference, a re-run with the "
     "authors' code (n = 6, T = 8, 2000 steps, 50 runs, W) gave global 0.22 / 0.28 / 0.56 / "
     "0.68 / 0.78 and locally optimal 0.48 / 0.96 / 0.98 / 1.00 / 1.00 at d = 2 / 4 / 8 / 10 / "
-    "15 (PAPER.md E6); the paper's own bar heights are not recoverable.")
+    "15 (docs/theory.md §4 E6); the paper's own bar heights are not recoverable.")
 with st.expander("Every run", key="ovp_runs_box"):
     show = res.assign(selection=res["selection"].map(lambda a: "·".join(map(str, a))),
                       opt=res["opt"].map(lambda a: "tie" if a is None else "·".join(map(str, a))))

@@ -1,4 +1,4 @@
-"""An independent numpy reference of the model (PAPER.md §1, SPEC §2), for the tests.
+"""An independent numpy reference of the model (docs/theory.md §1 and §A.1), for the tests.
 
 Written from the formulas, not from attsvm.model: queries, masks, heads, losses and the
 manual gradient  ∂L/∂W = Σ_ik Σ_t g_ikt x_it z_ikᵀ  with g = ∂L/∂(logits).

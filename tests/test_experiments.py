@@ -57,7 +57,7 @@ def test_bulk_svm_sequence_mode_matches_clarabel():
 
 
 def test_ldp_closed_form_n1_T2():
-    # PAPER.md §6 fact 2: W^mm = (x1 − x2) zᵀ / (‖x1 − x2‖² ‖z‖²)
+    # docs/theory.md §6 fact 2: W^mm = (x1 − x2) zᵀ / (‖x1 − x2‖² ‖z‖²)
     X = np.array([[[1.0, 0.5, 0.0], [0.2, -0.3, 0.4]]])
     z = np.array([[0.3, -1.0, 0.2]])
     p = attsvm.Problem(X=X, Y=np.ones(1), Z=z, v=np.array([1.0, 0.0, 0.0]))
@@ -124,7 +124,7 @@ def test_local_convergence_statistics_are_sane(tiny_results):
 
 def test_geometry_1_reproduces_the_papers_svms(tiny_results):
     svm = tiny_results["geometry-1"].frames["svm"]
-    np.testing.assert_allclose(svm.ours, svm.paper, atol=2e-4)  # PAPER.md §6 fact 6
+    np.testing.assert_allclose(svm.ours, svm.paper, atol=2e-4)  # docs/theory.md §6 fact 6
     corr = tiny_results["geometry-1"].frames["correlation"]
     at100 = corr[(corr.param == "W") & (corr.svm == "fro") & (corr.step == 100)]["corr"].iloc[0]
     assert at100 == pytest.approx(0.625, abs=1e-3)

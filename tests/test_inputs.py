@@ -1,4 +1,4 @@
-"""Bad input (SPEC §6) is refused at the boundary with a ValueError naming the argument.
+"""Bad input (docs/theory.md §A.3) is refused at the boundary with a ValueError naming the argument.
 
 One table of (case, call, argument the message must name). Cases that need a solver or a
 compiled program fail in validation, before either runs.

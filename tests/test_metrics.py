@@ -1,4 +1,4 @@
-"""attsvm.metrics: correlation, token margins, numerical rank, norm growth (SPEC §4)."""
+"""attsvm.metrics: correlation, token margins, numerical rank, norm growth (docs/theory.md §A.2)."""
 from __future__ import annotations
 
 import hypothesis.extra.numpy as hnp

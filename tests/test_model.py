@@ -2,7 +2,7 @@
 
 One contract runs over every variant: head × loss × parameterization, and the sequence /
 causal query modes (optax style). References: a plain numpy forward and finite differences
-of it (tests/reference.py), and the closed-form gradient of PAPER.md §1 (fact 1).
+of it (tests/reference.py), and the closed-form gradient of docs/theory.md §1 (fact 1).
 """
 from __future__ import annotations
 
@@ -156,7 +156,7 @@ def test_causal_query_ignores_future_tokens():
     np.testing.assert_allclose(s[:, 0, 0], 1.0)         # query 0 sees only token 0
 
 
-# -- fact 1: the closed-form gradient of PAPER.md §1 -------------------------------------------
+# -- fact 1: the closed-form gradient of docs/theory.md §1 ------------------------------
 def test_closed_form_gradient_of_the_linear_head():
     """∇_W f = Xᵀ(diag(s) − ssᵀ) X v zᵀ and ∇L = (1/n) Σ ℓ'(Y f) Y ∇f (n=4, T=5, d=3)."""
     prob = attsvm.random_problem(4, 5, 3, seed=11)

@@ -102,12 +102,12 @@ def test_with_revalidates():
 def test_paper_presets():
     g1 = attsvm.paper_problem("geometry-1")
     assert g1.shape == (2, 3, 2) and np.all(g1.Y == 1)
-    np.testing.assert_array_equal(attsvm.optimal_tokens(g1), [0, 2])      # PAPER.md §4 E1
+    np.testing.assert_array_equal(attsvm.optimal_tokens(g1), [0, 2])      # docs/theory.md §4 E1
     np.testing.assert_allclose(attsvm.token_scores(g1),
                                [[-0.840, -1.072, -1.308], [0.578, 0.673, 0.765]], atol=6e-4)
     g2 = attsvm.paper_problem("geometry-2")
     assert g2.shape == (2, 5, 2)
-    np.testing.assert_array_equal(attsvm.optimal_tokens(g2), [0, 0])      # PAPER.md §4 E1'
+    np.testing.assert_array_equal(attsvm.optimal_tokens(g2), [0, 0])      # docs/theory.md §4 E1'
 
 
 def test_check_alpha_accepts_integral_floats_and_rejects_masked_tokens():

@@ -1,5 +1,5 @@
 """attsvm.svm: the attention SVMs against closed forms, an exact active-set reference, their
-KKT conditions, the paper's toy values (PAPER.md §6 facts 2-7, 14) and infeasible data.
+KKT conditions, the paper's toy values (docs/theory.md §6 facts 2-7, 14) and infeasible data.
 
 Reference for the Frobenius SVM: min ½‖w‖² s.t. A w ≥ 1 is a hard-margin SVM through the
 origin; its solution is w = A_Sᵀ (A_S A_Sᵀ)⁻¹ 1 for the active set S with multipliers
@@ -170,7 +170,7 @@ def rows(prob, alpha):
 
 
 def test_fact4_feasible_fractions_at_small_d():
-    """n = T = 5: ≈ 0.30 feasible at d = 2, ≈ 0.92 at d = 3 (PAPER.md §4 E3, 1500 instances);
+    """n = T = 5: ≈ 0.30 feasible at d = 2, ≈ 0.92 at d = 3 (docs/theory.md §4 E3, 1500 instances);
     200 instances here, bands of about ±3 binomial standard deviations. Every verdict is
     cross-checked with an independent LP."""
     for d, lo, hi in ((2, 0.18, 0.42), (3, 0.85, 0.99)):
@@ -184,7 +184,7 @@ def test_fact4_feasible_fractions_at_small_d():
 
 
 def test_fact4_overparameterized_problems_are_feasible_for_every_selection():
-    """d ≥ max(n, T − 1): every α is feasible (PAPER.md §2.5)."""
+    """d ≥ max(n, T − 1): every α is feasible (docs/theory.md §2.5)."""
     rng = np.random.default_rng(0)
     for seed in range(20):
         prob = attsvm.random_problem(5, 5, 5, seed=seed)
@@ -223,7 +223,7 @@ def test_fact5_ranks_of_the_two_svms():
 
 # -- facts 6 and 7: the paper's 2-D instances --------------------------------------------------
 def test_fact6_geometry1_svms():
-    """PAPER.md §4 E1. The published 4-decimal W^mm deviates from the exact solution of these
+    """docs/theory.md §4 E1. The published 4-decimal W^mm deviates from the exact solution of these
     (exact) data by up to 1.6e-4 (e.g. 5.3714 vs 5.37124): the tolerance allows that; the
     exact active-set solution is matched to 1e-9."""
     g = attsvm.paper_problem("geometry-1")
@@ -241,7 +241,7 @@ def test_fact6_geometry1_svms():
 
 
 def test_fact7_geometry2_svms():
-    """PAPER.md §4 E1' (data known to 4 decimals, hence the 2e-3 tolerances)."""
+    """docs/theory.md §4 E1' (data known to 4 decimals, hence the 2e-3 tolerances)."""
     g = attsvm.paper_problem("geometry-2")
     fro = attsvm.solve_att_svm(g, norm="fro")
     nuc = attsvm.solve_att_svm(g, norm="nuc")
@@ -271,7 +271,7 @@ def p_svm(keys, alpha, norm="fro"):
 
 
 def test_fact14_mmts_single_input_p_svm():
-    keys = [[[-0.1, 1.0], [1.0, 0.0], [0.0, 0.0]]]       # PAPER.md §4 P1 (first two coords)
+    keys = [[[-0.1, 1.0], [1.0, 0.0], [0.0, 0.0]]]       # docs/theory.md §4 P1 (first two coords)
     for norm, tol in (("fro", 1e-8), ("nuc", NUC_TOL)):
         p = p_svm(keys, [0], norm)
         np.testing.assert_allclose(p, [-0.0990, 0.9901], atol=1e-4)
@@ -299,7 +299,7 @@ def test_fact14_mmts_multi_input_is_not_reproducible_here():
 
 
 def test_fact14_mmts_joint_and_loss_demo_p_svms():
-    """The p-parts of the joint (v, p) demo and of the loss demo (PAPER.md §4 P3, P4)."""
+    """The p-parts of the joint (v, p) demo and of the loss demo (docs/theory.md §4 P3, P4)."""
     tight = [[[0, 0], [1, 1]], [[0, 0], [1, -1]], [[0, 0], [0.5, 1]]]
     relaxed = [[[0, 0], [1, 1]], [[0, 0], [1, -1]], [[0, 0], [0.5, 1.5]]]
     np.testing.assert_allclose(p_svm(tight, [1, 1, 1]), [4 / 3, 1 / 3], atol=1e-7)
@@ -374,7 +374,7 @@ def test_selection_statuses_follow_the_definition():
     assert sorted(set(statuses.values())) >= ["feasible", "global"]
 
 
-# -- the generalized SVM of nonlinear heads (PAPER.md §2.8)
+# -- the generalized SVM of nonlinear heads (docs/theory.md §2.8)
 def test_generalized_svm_reduces_to_att_svm_for_one_hot_attention():
     prob = attsvm.random_problem(6, 8, 10, seed=0)
     W_mm = attsvm.solve_att_svm(prob).W

@@ -1,5 +1,5 @@
 """attsvm.train: the JAX GD engine against a plain numpy GD loop, its records, padding,
-compilation reuse, saturation and overflow reports, and the paper's GD facts (PAPER.md §6
+compilation reuse, saturation and overflow reports, and the paper's GD facts (docs/theory.md §6
 facts 6, 7, 10, 13)."""
 from __future__ import annotations
 
@@ -209,7 +209,7 @@ def test_fact6_geometry1_gd_picks_each_parameterizations_own_svm():
     corr = attsvm.correlation(W.W, fro)
     assert corr[5] >= 0.994 and corr[20] >= 0.9996          # steps 500 and 2000
     assert attsvm.correlation(W.W[-1], nuc) < 0.91
-    np.testing.assert_allclose(W.norms[[1, 5]], [9.68, 45.48], atol=0.05)   # PAPER.md §4 E1
+    np.testing.assert_allclose(W.norms[[1, 5]], [9.68, 45.48], atol=0.05)   # docs/theory.md §4 E1
     K0 = 0.1 * np.random.default_rng(0).standard_normal((2, 2))
     KQ = attsvm.train(g, "KQ", steps=2000, init=(K0, np.zeros((2, 2))), record_every=100)
     assert attsvm.correlation(KQ.W[5], nuc) >= 0.9998
@@ -223,7 +223,7 @@ def test_fact7_geometry2_gd_converges_fast():
     run = attsvm.train(g, "W", steps=2000, init=np.zeros((2, 2)), record_every=100)
     corr = attsvm.correlation(run.W, fro)
     assert corr[1] >= 0.99 and corr[20] >= 0.999
-    # ‖W‖ stalls near 58 once ‖∇L‖ < 1e-16 (PAPER.md §4: 9.9 / 49.7 / 58.1)
+    # ‖W‖ stalls near 58 once ‖∇L‖ < 1e-16 (docs/theory.md §4: 9.9 / 49.7 / 58.1)
     np.testing.assert_allclose(run.norms[[1, 5, 20]], [9.9, 49.7, 58.1], atol=0.2)
 
 

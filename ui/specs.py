@@ -75,7 +75,7 @@ class ProblemSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class TrainSpec:
-    """GD settings (SPEC §2). `m=None` means m = d."""
+    """GD settings (docs/theory.md §A.1). `m=None` means m = d."""
 
     param: str = "W"
     m: int | None = None

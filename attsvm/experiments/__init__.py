@@ -1,4 +1,4 @@
-"""Every experiment of the paper, reproduced (PAPER.md §4), as functions that return tidy
+"""Every experiment of the paper, reproduced (docs/theory.md §4), as functions that return tidy
 pandas DataFrames and the statistic the paper reports next to ours.
 
     result = attsvm.experiments.run("local-convergence", runs=20)   # Settings overrides

@@ -14,7 +14,7 @@ Clarabel solutions in tests/test_experiments.py:
       max 1ᵀλ  s.t.  λ ≥ 0,  ‖Σ_j λ_j G_j‖_op ≤ 1,
   batched over problems with numpy. G_j = Uᵀ A_j B is constraint j in orthonormal bases U of
   the token differences and B of the queries (W^mm_* = U M Bᵀ keeps every constraint and
-  the nuclear norm, PAPER.md §2.6), so the spectral-norm constraint is the small LMI
+  the nuclear norm, docs/theory.md §2.6), so the spectral-norm constraint is the small LMI
   I − NᵀN ⪰ 0, N = Σ λ_j G_j. At the central point of parameter t the matrix
   M = (2/t) N (I − NᵀN)⁻¹ is strictly feasible, ⟨G_j, M⟩ = 1 + 1/(t λ_j), and
   ‖M‖_* − 1ᵀλ ≤ (m + r)/t: stopping at a relative gap of 1e-7 gives solutions whose

@@ -1,10 +1,10 @@
-"""E1 / E1', the paper's 2-D pictures (PAPER.md §4, `visualization1/2.ipynb`).
+"""E1 / E1', the paper's 2-D pictures (docs/theory.md §4, `visualization1/2.ipynb`).
 
 n = 2 sequences in d = 2 dimensions, labels +1. Normalized GD (η = 0.1, 2000 steps) from
 W(0) = 0 for the W-parameterization and from K(0) = 0.1·N(0, I), Q(0) = 0 for (K, Q)
 (so W(0) = 0 as well). Each query z_i is mapped by the iterate: the path k ↦ W(k) z_i
 is drawn against the rays t·W^mm z_i (Frobenius SVM) and t·W^mm_* z_i (nuclear SVM).
-PAPER.md §6 facts 6 and 7 give the correlations along the way.
+docs/theory.md §6 facts 6 and 7 give the correlations along the way.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from .core import Progress, Result, fmt, no_progress, settings_dict
 
 NAMES = ("geometry-1", "geometry-2")
 TITLE = "2-D geometry: GD paths W(k) z_i against the SVM directions"
-# PAPER.md §4 E1/E1' and §6 facts 6-7: {(param, svm): {step: corr}}
+# docs/theory.md §4 E1/E1' and §6 facts 6-7: {(param, svm): {step: corr}}
 REFERENCE = {
     "geometry-1": {
         ("W", "fro"): {100: 0.625, 500: 0.994, 2000: 0.9997},

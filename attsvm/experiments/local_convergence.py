@@ -1,4 +1,4 @@
-"""E2, local convergence (PAPER.md §4 E2, `local_converge.ipynb`).
+"""E2, local convergence (docs/theory.md §4 E2, `local_converge.ipynb`).
 
 For runs r = 0 … R−1: data seed r (n=6, T=8, d=10 cross-attention), the default init
 (PyTorch's U(−1/√d, 1/√d)), 2000 steps of normalized GD (η = 0.1) for W and for (K, Q).
@@ -7,7 +7,7 @@ that α, and per iteration k:
 
     softmax(k) = mean_i max_t s_it(W(k)),   corr(W(k), W^mm_α),   corr(W(k), W^mm_*,α)
 
-reported as mean ± std over runs, per parameterization (PAPER.md §6 fact 8).
+reported as mean ± std over runs, per parameterization (docs/theory.md §6 fact 8).
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ PAPER = (
 NOTES = (
     "The authors' saved correlation figure labels its two curves 'W' and '(K,Q)', but both "
     "are correlations of one parameterization's iterate, with W^mm_α and with W^mm_*,α "
-    "(PAPER.md §7, pitfall 3). Here every curve is named by the SVM it is compared with.",
+    "(docs/theory.md §7, pitfall 3). Here every curve is named by the SVM it is compared with.",
 )
-# the official code's numbers (PAPER.md §4 E2 table): (param, measure) -> {step: value}
+# the official code's numbers (docs/theory.md §4 E2 table): (param, measure) -> {step: value}
 REFERENCE = {
     ("W", "softmax"): {
         0: 0.160,

@@ -1,4 +1,4 @@
-"""E4, multi-token selection with a nonlinear head (PAPER.md §4 E4, §2.8,
+"""E4, multi-token selection with a nonlinear head (docs/theory.md §4 E4, §2.8,
 `multi_token_converge.ipynb`).
 
 ReLU head f = 1ᵀ relu(Vᵀ X_iᵀ s_i), n = 3, T = 4, d ∈ {4, 6, 8, 10}; W-parameterization,
@@ -47,7 +47,7 @@ TARGETS = {
     "dir": 'W^dir ("W^mm")',
     "one_token": "one-token Att-SVM",
 }
-# saved figure (final mean 1 − corr, read off log axes), PAPER.md §4 E4
+# saved figure (final mean 1 − corr, read off log axes), docs/theory.md §4 E4
 REFERENCE = {
     4: (0.035, 0.07, 0.16),
     6: (0.017, 0.043, 0.15),
@@ -57,7 +57,7 @@ REFERENCE = {
 PAPER = (
     "saved figure, final mean 1 − corr (SVMeq / W^dir / one-token): d=4 .035/.07/.16, "
     "d=6 .017/.043/.15, d=8 .011/.015/.14, d=10 .0055/.0085/.12; ordering "
-    "SVMeq < W^dir < one-token at every d (PAPER.md §6 fact 12)"
+    "SVMeq < W^dir < one-token at every d (docs/theory.md §6 fact 12)"
 )
 
 
@@ -148,7 +148,7 @@ def _classify(s, select, mask):
 
 
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
-    # acceptance falls to ~1.6 % at d = 10 (PAPER.md §4 E4): price ~64 candidates per run
+    # acceptance falls to ~1.6 % at d = 10 (docs/theory.md §4 E4): price ~64 candidates per run
     check_sweep_work(
         [((s.n, s.T, d), min(s.max_seeds, 64 * s.runs)) for d in s.ds],
         steps=s.steps,

@@ -1,5 +1,5 @@
 """E6, over-parameterization: how often GD reaches the globally optimal selection as d grows
-(PAPER.md §4 E6, §6 fact 9; the paper's bar chart is not in the authors' repository).
+(docs/theory.md §4 E6, §6 fact 9; the paper's bar chart is not in the authors' repository).
 
 For each d and runs r = 0 … R−1 (data seed = data_seed + r, n = 6, T = 8): normalized GD
 from the default init; α = argmax_t of the final softmax. Each run is
@@ -32,7 +32,7 @@ from .core import (
 
 NAME = "overparameterization"
 TITLE = "Over-parameterization: share of GD runs reaching the global / a local optimum"
-# PAPER.md §4 E6 (official-code re-run, 50 runs per d, n=6, T=8)
+# docs/theory.md §4 E6 (official-code re-run, 50 runs per d, n=6, T=8)
 REFERENCE = {
     2: (0.22, 0.48),
     4: (0.28, 0.96),
@@ -45,7 +45,7 @@ REFERENCE = {
 PAPER = (
     "share of W-GD runs ending at α = opt rises with d (≈0.2–0.3 at d = 2–4, ≈0.7–0.8 at "
     "d ≥ 10, n=6, T=8) and essentially every run ends at a locally optimal α once d ≥ 4 "
-    "(PAPER.md §6 fact 9; the paper's own bar heights are not recoverable)"
+    "(docs/theory.md §6 fact 9; the paper's own bar heights are not recoverable)"
 )
 
 

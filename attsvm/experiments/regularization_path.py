@@ -1,4 +1,4 @@
-"""The regularization path (PAPER.md §2.10, theorems RP-W and RP-KQ).
+"""The regularization path (docs/theory.md §2.10, theorems RP-W and RP-KQ).
 
     W_R = argmin_{‖W‖_F ≤ R} L(W)                       → W^mm / ‖W^mm‖_F     (R → ∞)
     (K_R, Q_R) = argmin_{‖K‖²_F + ‖Q‖²_F ≤ 2R} L(K Qᵀ)   → W^mm_* / ‖W^mm_*‖_*

@@ -1,4 +1,4 @@
-"""Sequence-to-sequence and causal attention (paper §7; PAPER.md §2.9; no experiment of the
+"""Sequence-to-sequence and causal attention (paper §7; docs/theory.md §2.9; no experiment of the
 authors' repository covers it).
 
 Every token of a sequence is a query (self-attention: z_ik = x_ik) with its own label; query

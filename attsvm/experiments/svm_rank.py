@@ -1,4 +1,4 @@
-"""E3, rank of the SVM solutions (PAPER.md §4 E3, `svm_rank.ipynb`).
+"""E3, rank of the SVM solutions (docs/theory.md §4 E3, `svm_rank.ipynb`).
 
 Cross-attention random data, α = opt, no training. For each (n, T) ∈ {(5,5), (10,5), (15,5),
 (5,10), (5,15)} and d ∈ {1, 2, 3, 4, 5, 10, 15, 20}: the mean rank of W^mm (Frobenius) and
@@ -12,7 +12,7 @@ Two styles:
 - "published": the notebook's rules, to redraw the paper's figure: seeds 0 … runs−1,
   the nuclear SVM from SCS at its default accuracy, rank = numpy.linalg.matrix_rank(W,
   tol=1e-7) (absolute), and an infeasible instance counted as rank 1 (the notebook's
-  `matrix_rank(None)` is 1). PAPER.md §7 pitfalls 1-2: both rules are wrong.
+  `matrix_rank(None)` is 1). docs/theory.md §7 pitfalls 1-2: both rules are wrong.
 """
 
 from __future__ import annotations
@@ -41,11 +41,11 @@ PAPER = (
 NOTES = (
     "The authors' notebook counts an infeasible SVM as rank 1 (numpy's matrix_rank(None) "
     "is 1) and reads SCS solver noise (1e-7…1e-5) as rank through an absolute 1e-7 "
-    "threshold (PAPER.md §7, pitfalls 1-2). attsvm solves both SVMs accurately, uses a "
+    "threshold (docs/theory.md §7, pitfalls 1-2). attsvm solves both SVMs accurately, uses a "
     "stated relative threshold and reports infeasible instances separately; "
     "style='published' reproduces the notebook's rules for comparison.",
 )
-# nuclear mean rank at large d, accurate solves (PAPER.md §4 E3), and feasible fractions
+# nuclear mean rank at large d, accurate solves (docs/theory.md §4 E3), and feasible fractions
 # (mean nuclear rank, smallest d it holds from)
 REFERENCE_NUC = {
     (5, 5): (2.5, 4),
@@ -59,7 +59,7 @@ REFERENCE_FEASIBLE = {
     (10, 5): {2: 0.017, 3: 0.16, 4: 0.89, 5: 1.0},
     (15, 5): {2: 0.002, 3: 0.011},
 }
-# the notebook's numbers (PAPER.md §4 E3): (n, T, norm) -> means over d = 1,2,3,4,5,10,15,20
+# the notebook's numbers (docs/theory.md §4 E3): (n, T, norm) -> means over d = 1,2,3,4,5,10,15,20
 REFERENCE_PUBLISHED = {
     (5, 5, "fro"): (1.00, 1.34, 2.82, 4.00, 4.97, 5.00, 5.00, 5.00),
     (10, 5, "fro"): (1.00, 1.02, 1.24, 3.64, 5.00, 9.99, 10.00, 10.00),
