@@ -7,7 +7,9 @@ import time
 import pytest
 
 from attsvm import limits
-from attsvm.limits import LIMITS, BudgetError, Cancelled, Deadline, SessionBudget
+from attsvm.limits import LIMITS, BudgetError
+from ui import budget
+from ui.budget import Cancelled, Deadline, SessionBudget
 
 HOSTED, LOCAL = LIMITS["hosted"], LIMITS["local"]
 
@@ -153,8 +155,8 @@ def test_compute_slots_bound_concurrency_and_are_reentrant():
     inside, peak, lock = [0], [0], threading.Lock()
 
     def work():
-        with limits.compute_slot(L):
-            with limits.compute_slot(L):          # nested: no second slot, no deadlock
+        with budget.compute_slot(L):
+            with budget.compute_slot(L):          # nested: no second slot, no deadlock
                 with lock:
                     inside[0] += 1
                     peak[0] = max(peak[0], inside[0])
@@ -175,7 +177,7 @@ def test_a_full_server_answers_busy_after_the_queue_wait():
     holding, release = threading.Event(), threading.Event()
 
     def hold():
-        with limits.compute_slot(L):
+        with budget.compute_slot(L):
             holding.set()
             release.wait(5)
 
@@ -184,7 +186,7 @@ def test_a_full_server_answers_busy_after_the_queue_wait():
     holding.wait(5)
     try:
         with pytest.raises(BudgetError, match="server is busy"):
-            with limits.compute_slot(L):
+            with budget.compute_slot(L):
                 pass
     finally:
         release.set()

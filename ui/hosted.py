@@ -1,6 +1,7 @@
 """The app side of the hosted mode: compute accounting, fair slots, progress with Cancel.
 
-`attsvm.limits` holds the rules (pure Python); this module applies them inside Streamlit:
+`attsvm.limits` holds the caps, `ui.budget` the time rules; this module applies them inside
+Streamlit:
 
 - `metered` wraps the computing body of every cached call: it refuses work once the
   session spent its compute allowance, holds one of the server's compute slots while it
@@ -18,8 +19,9 @@ import time
 
 import streamlit as st
 
-from attsvm import limits
 from attsvm.io import quote_text
+
+from .budget import Cancelled, Deadline, SessionBudget, compute_slot
 
 BUDGET_KEY = "_attsvm_session_budget"
 _local = threading.local()
@@ -86,12 +88,12 @@ def report_ignored_params(before: dict) -> None:
             icon=":material/link_off:")
 
 
-def session_budget() -> limits.SessionBudget | None:
+def session_budget() -> SessionBudget | None:
     """This session's compute account (None outside a Streamlit session)."""
     try:
         ss = st.session_state
         if BUDGET_KEY not in ss:
-            ss[BUDGET_KEY] = limits.SessionBudget()
+            ss[BUDGET_KEY] = SessionBudget()
         return ss[BUDGET_KEY]
     except Exception:  # no script run context (a bare import, a unit test)
         return None
@@ -116,7 +118,7 @@ def metered(fn):
         budget = session_budget()
         if budget is not None:
             budget.check()
-        with limits.compute_slot():
+        with compute_slot():
             _local.depth = 1
             t0 = time.perf_counter()
             try:
@@ -151,7 +153,7 @@ def progress(items, *, key: str, run_id, text=lambda item: "Working…"):
             st.info("Cancelled. Change a setting or run it again.", icon=":material/cancel:")
             st.button("Run again", key=f"{key}_again", on_click=ss.pop, args=(flag, None))
         return
-    deadline = limits.Deadline()
+    deadline = Deadline()
     box = st.empty()
     with box.container():
         bar = st.progress(0.0, text=text(items[0]) if items else "")
@@ -164,7 +166,7 @@ def progress(items, *, key: str, run_id, text=lambda item: "Working…"):
                 bar.progress(j / len(items), text=text(item))
             try:
                 deadline.check()
-            except limits.Cancelled as exc:
+            except Cancelled as exc:
                 st.warning(f"**Partial result:** {exc}; showing the first {j} of "
                            f"{len(items)} steps. Ask for less to see all of it.",
                            icon=":material/timer:")

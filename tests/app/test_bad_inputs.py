@@ -13,7 +13,7 @@ from conftest import assert_clean, charts, open_page, texts
 import attsvm
 from attsvm import io as aio
 from attsvm import limits
-from ui import upload_ui
+from ui import budget, upload_ui
 
 HOSTILE = ["<script>alert(1)</script>", "1e9", "-5", "nan", "inf", "-inf", "1" * 400,
            "![x](http://evil.example/p.png)", "`; rm -rf /", "\u202e\u0000", "[1,2]"]
@@ -203,7 +203,7 @@ def test_hosted_mode_refuses_an_oversized_action_with_the_largest_that_fits(monk
 def test_a_session_over_its_compute_allowance_is_told_when_to_come_back(monkeypatch):
     monkeypatch.setenv("ATTSVM_MODE", "hosted")
     at = open_page("playground.py")
-    spent = limits.SessionBudget(limits.LIMITS["hosted"])
+    spent = budget.SessionBudget(limits.LIMITS["hosted"])
     spent.charge(limits.LIMITS["hosted"].session_seconds + 1)
     at.session_state["_attsvm_session_budget"] = spent
     at.number_input(key="seed").set_value(7).run()
