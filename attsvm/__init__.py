@@ -7,7 +7,8 @@ Oymak, 2023). JAX runs gradient descent (float64; importing attsvm turns on
 # ruff: noqa: I001  (the public API in the order of the README)
 from .problems import (Problem, random_problem, paper_problem, token_scores, optimal_tokens,
                        PRESETS)
-from .train import train, train_batch, Trajectory, default_init, backend
+from .training import train, train_batch, default_init, backend
+from .trajectory import Trajectory
 from .svm import (solve_att_svm, is_locally_optimal, SvmSolution, locally_optimal_selections,
                   classify_selection, solve_generalized_svm, GeneralizedSvm)
 from .metrics import correlation, token_margins, numerical_rank, norm_growth

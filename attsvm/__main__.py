@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import importlib
 import json
 import os
 import sys
@@ -77,14 +76,13 @@ class Bar:
 
 
 def chart_module():
-    """ui/experiment_charts.py beside the package (Altair lives outside the library), or None."""
-    root = str(Path(__file__).resolve().parent.parent)
-    if root not in sys.path:
-        sys.path.append(root)
+    """`attsvm_charts.experiments` (Altair lives outside the library), or None when the
+    charts package or Altair is not installed (then only the data files are written)."""
     try:
-        return importlib.import_module("ui.experiment_charts")
+        from attsvm_charts import experiments as charts
     except ImportError:
         return None
+    return charts
 
 
 def write_result(res, out: Path, *, charts: bool = True, png: bool = True) -> list[Path]:
@@ -125,7 +123,7 @@ def write_result(res, out: Path, *, charts: bool = True, png: bool = True) -> li
                 files.append(path)
     elif charts:
         print(
-            "note: ui/experiment_charts.py not found beside attsvm/; charts skipped",
+            "note: attsvm_charts (or altair) is not installed; charts skipped",
             file=sys.stderr,
         )
     return files

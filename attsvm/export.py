@@ -33,11 +33,11 @@ from .io import problem_arrays, problem_to_csv
 from .metrics import correlation
 from .problems import Problem
 from .svm import SvmSolution
-from .train import Trajectory
+from .training import TRAIN_OPTIONS
+from .trajectory import Trajectory
 
 FORMAT = "attsvm-export/1"
-TRAIN_KEYS = ("param", "steps", "lr", "normalized", "loss", "seed", "record_every", "m",
-              "ridge", "saturation_tol")
+TRAIN_KEYS = TRAIN_OPTIONS
 MAX_FLOATS = 4_000_000          # numbers in the exported trajectory (≈ 32 MB as float64)
 TOLERANCE = {"trajectory": 1e-6, "svm": 1e-6}   # |got − want| / (1 + |want|), reproduce.py
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")

@@ -1,6 +1,6 @@
 """One-layer softmax attention, its heads and losses, in pure JAX (float64).
 
-    s_ik = softmax_t( x_itᵀ W z_ik )  over the tokens query k may attend to   (docs/theory.md §1)
+    s_ik = softmax_t( x_itᵀ W z_ik )  over the tokens query k may attend to   (arXiv 2308.16898 §2, eq. (1))
     r_ik = X_iᵀ s_ik,   f_ik = h(r_ik)
     L(W) = Σ_i Σ_k w_ik ℓ(Y_ik f_ik),   w_ik = 1/n for real (i, k), 0 for padding
 
@@ -79,13 +79,27 @@ def risk(W, data: Data, head_kind: str, loss_kind: str):
     return jnp.sum(data.w * loss_fn(data.Y * f, loss_kind))
 
 
+def objective_and_records(params, data: Data, ridge, *, param: str, head_kind: str,
+                          loss_kind: str):
+    """What GD minimizes, with what it records: (objective, (L, s, W)).
+
+    objective = L(W) for "W"; L(K Qᵀ) + ridge (‖K‖² + ‖Q‖²) for "KQ" (the GD engine
+    differentiates exactly this function; `objective` is its first output).
+    """
+    W = as_W(params, param)
+    f, s = outputs(W, data, head_kind)
+    L = jnp.sum(data.w * loss_fn(data.Y * f, loss_kind))
+    total = L
+    if param == "KQ":
+        K, Q = params
+        total = L + ridge * (jnp.sum(K * K) + jnp.sum(Q * Q))
+    return total, (L, s, W)
+
+
 def objective(params, data: Data, ridge, *, param: str, head_kind: str, loss_kind: str):
     """What GD minimizes: L(W) for "W"; L(K Qᵀ) + ridge (‖K‖² + ‖Q‖²) for "KQ"."""
-    if param == "W":
-        return risk(params, data, head_kind, loss_kind)
-    K, Q = params
-    return (risk(K @ Q.T, data, head_kind, loss_kind)
-            + ridge * (jnp.sum(K * K) + jnp.sum(Q * Q)))
+    return objective_and_records(params, data, ridge, param=param, head_kind=head_kind,
+                                 loss_kind=loss_kind)[0]
 
 
 def as_W(params, param: str):

@@ -99,6 +99,28 @@ def _unflatten(prob: Problem, idx, values, fill):
     return out[:, 0, :] if prob.queries == "single" else out
 
 
+def margins_and_support(prob: Problem, rows, idx, W, alpha, *,
+                        support_tol: float = SUPPORT_TOL):
+    """Token margins (x_{iα_i} − x_it)ᵀ W z_i and support tokens of a solution W.
+
+    rows, idx: `constraint_rows(prob, alpha)`. Returns margins (n, T) ((n, T, T) in sequence
+    modes; 0 at α_i, NaN where masked) and support (same shape, bool): margin ≤ 1 +
+    support_tol, never the selected token.
+    """
+    marg = rows @ np.asarray(W).reshape(-1)
+    margins = _unflatten(prob, idx, marg, np.nan)
+    sel = np.asarray(alpha).reshape(prob.n, -1)
+    M = margins if margins.ndim == 3 else margins[:, None, :]
+    np.put_along_axis(M, sel[:, :, None], 0.0, axis=-1)
+    support = np.nan_to_num(margins, nan=np.inf) <= 1.0 + support_tol
+    support &= ~np.isnan(margins)
+    if margins.ndim == 2:
+        support[np.arange(prob.n), np.asarray(alpha)] = False
+    else:
+        support[np.arange(prob.n)[:, None], np.arange(prob.T)[None, :], sel] = False
+    return margins, support
+
+
 _COMPILED_LOCK = threading.Lock()
 
 
@@ -251,17 +273,7 @@ def solve_att_svm(prob: Problem, alpha=None, norm: str = "fro", *,
     if W is None:
         return SvmSolution(W=None, feasible=False, status=status, support=np.zeros(shape, bool),
                            margins=None, duals=None, alpha=alpha, norm=norm, objective=None)
-    marg = rows @ W.reshape(-1)
-    margins = _unflatten(prob, idx, marg, np.nan)
-    sel = np.asarray(alpha).reshape(prob.n, -1)
-    M = margins if margins.ndim == 3 else margins[:, None, :]
-    np.put_along_axis(M, sel[:, :, None], 0.0, axis=-1)
-    support = np.nan_to_num(margins, nan=np.inf) <= 1.0 + support_tol
-    support &= ~np.isnan(margins)
-    if margins.ndim == 2:
-        support[np.arange(prob.n), alpha] = False
-    else:
-        support[np.arange(prob.n)[:, None], np.arange(prob.T)[None, :], sel] = False
+    margins, support = margins_and_support(prob, rows, idx, W, alpha, support_tol=support_tol)
     obj = (np.linalg.norm(W) if norm == "fro" else np.linalg.svd(W, compute_uv=False).sum())
     return SvmSolution(W=W, feasible=True, status=status, support=support, margins=margins,
                        duals=_unflatten(prob, idx, duals, np.nan), alpha=alpha,
@@ -276,16 +288,26 @@ def is_locally_optimal(prob: Problem, alpha, *, norm: str = "fro",
     sol = solution if solution is not None else solve_att_svm(prob, alpha, norm)
     if not sol.feasible:
         return False
-    g = token_scores(prob)
-    sel = np.take_along_axis(g, alpha[..., None], axis=-1)
-    return bool(np.all(~sol.support | (g < sel)))
+    return supports_score_lower(token_scores(prob), alpha, sol.support)
 
 
-def classify_selection(prob: Problem, alpha, *, norm: str = "fro") -> str:
+def supports_score_lower(scores: np.ndarray, alpha, support: np.ndarray) -> bool:
+    """The local-optimality test of a feasible α (arXiv 2308.16898, Definition 2): every
+    support token t of sequence i scores below the selected one, γ_{iα_i} > γ_it.
+
+    scores: (n, T) γ (or (n, K, T)); alpha: (n,) (or (n, K)); support: same shape as scores.
+    """
+    alpha = np.asarray(alpha)
+    sel = np.take_along_axis(scores, alpha[..., None], axis=-1)
+    return bool(np.all(~support | (scores < sel)))
+
+
+def classify_selection(prob: Problem, alpha, *, norm: str = "fro",
+                       solution: SvmSolution | None = None) -> str:
     """"global" (α = opt, feasible), "local" (locally optimal), "feasible" (SVM feasible but
-    not locally optimal) or "infeasible"."""
+    not locally optimal) or "infeasible". `solution`: Att-SVM_α if already solved."""
     alpha = check_alpha(prob, alpha)
-    sol = solve_att_svm(prob, alpha, norm)
+    sol = solution if solution is not None else solve_att_svm(prob, alpha, norm)
     if not sol.feasible:
         return "infeasible"
     if not is_locally_optimal(prob, alpha, solution=sol):
@@ -323,8 +345,7 @@ def locally_optimal_selections(prob: Problem, *, norm: str = "fro",
         if not sol.feasible:
             status = "infeasible"
         else:
-            sel = g[np.arange(prob.n), alpha][:, None]
-            local = bool(np.all(~sol.support | (g < sel)))
+            local = supports_score_lower(g, alpha, sol.support)
             status = ("global" if a == opt else "local") if local else "feasible"
         out.append(dict(alpha=a, status=status, objective=sol.objective,
                         solver_status=sol.status))
@@ -361,6 +382,42 @@ def _pair_rows(prob: Problem, a_idx, b_idx, i_idx):
     return np.einsum("rd,re->rde", D, Q[i_idx]).reshape(len(i_idx), prob.d * prob.d)
 
 
+def generalized_constraints(prob: Problem, selected: np.ndarray):
+    """The generalized SVM's constraint rows for selected sets O_i (single-query problems).
+
+    selected: (n, T) bool, O_i. Returns (first, ei, et, E, G): first (n,) a reference token
+    of each O_i; E rows vec((x_i,first − x_it) z_iᵀ) for t ∈ O_i \\ {first} at (ei, et) (the
+    equalities); G rows vec((x_it − x_iτ) z_iᵀ) for t ∈ O_i, τ ∉ O_i (the inequalities).
+    """
+    first = np.argmax(selected, axis=1)
+    ei, et = np.nonzero(selected & (np.arange(prob.T)[None] != first[:, None]))
+    E = _pair_rows(prob, first[ei], et, ei)
+    ii, tt, uu = np.nonzero(selected[:, :, None] & ~selected[:, None, :])
+    G = _pair_rows(prob, tt, uu, ii)
+    return first, ei, et, E, G
+
+
+def single_logits(prob: Problem, W) -> np.ndarray:
+    """a_it = x_itᵀ W z_i: (n, T) (single-query problems)."""
+    return np.einsum("ntd,de,ne->nt", prob.X, W, prob.query_view()[0][:, 0, :])
+
+
+def least_norm_fin(E, a, first, ei, et, d: int) -> np.ndarray:
+    """W^fin (Frobenius): the least-norm W with GD's logit differences inside each O_i,
+    (x_it − x_i,first)ᵀ W z_i = a_it − a_i,first."""
+    if len(E) == 0:
+        return np.zeros((d, d))
+    return np.linalg.lstsq(-E, a[ei, et] - a[ei, first[ei]], rcond=None)[0].reshape(d, d)
+
+
+def fit_direction(W, W_fin, W_dir) -> tuple[float, np.ndarray]:
+    """R = argmin_R ‖W^fin + R W^dir − W‖_F = ⟨W − W^fin, W^dir⟩ / ‖W^dir‖², and the
+    prediction W^fin + R·W^dir."""
+    nd = float(np.sum(W_dir * W_dir))
+    R = float(np.sum((W - W_fin) * W_dir) / nd) if nd > 0 else 0.0
+    return R, W_fin + R * W_dir
+
+
 def solve_generalized_svm(prob: Problem, W, *, threshold: float = 1e-3,
                           norm: str = "fro") -> GeneralizedSvm:
     """The generalized SVM of a (nonlinear-head) GD solution W (single-query problems).
@@ -376,18 +433,11 @@ def solve_generalized_svm(prob: Problem, W, *, threshold: float = 1e-3,
     W = np.asarray(W, dtype=np.float64)
     if W.shape != (prob.d, prob.d) or not np.all(np.isfinite(W)):
         raise ValueError(f"`W` must be a finite ({prob.d}, {prob.d}) array; got shape {W.shape}")
-    Q = prob.query_view()[0][:, 0, :]
-    a = np.einsum("ntd,de,ne->nt", prob.X, W, Q)
+    a = single_logits(prob, W)
     s = np.exp(a - a.max(1, keepdims=True))
     s /= s.sum(1, keepdims=True)
     sel = s > threshold
-    first = np.argmax(sel, axis=1)                       # a reference token of each O_i
-    # equalities: (x_i,first − x_it) for t ∈ O_i \ {first}
-    ei, et = np.nonzero(sel & (np.arange(prob.T)[None] != first[:, None]))
-    E = _pair_rows(prob, first[ei], et, ei)
-    # inequalities: (x_it − x_iτ) for t ∈ O_i, τ ∉ O_i
-    ii, tt, uu = np.nonzero(sel[:, :, None] & ~sel[:, None, :])
-    G = _pair_rows(prob, tt, uu, ii)
+    first, ei, et, E, G = generalized_constraints(prob, sel)
     d = prob.d
     w = cp.Variable(d * d)
     Wv = cp.reshape(w, (d, d), order="C")
@@ -401,23 +451,17 @@ def solve_generalized_svm(prob: Problem, W, *, threshold: float = 1e-3,
         status = f"solver_error: {exc}".splitlines()[0][:200]
     ok = status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) and w.value is not None
     W_dir = np.asarray(w.value).reshape(d, d) if ok else None
-    # W^fin: equality-constrained least norm
-    rhs = a[ei, et] - a[ei, first[ei]]                  # (x_it − x_i,first)ᵀ W z_i
-    Efin = -E                                           # rows vec((x_it − x_i,first) z_iᵀ)
-    if len(Efin) == 0:
-        W_fin = np.zeros((d, d))
-    elif norm == "fro":
-        W_fin = np.linalg.lstsq(Efin, rhs, rcond=None)[0].reshape(d, d)
-    else:
+    if len(E) == 0 or norm == "fro":
+        W_fin = least_norm_fin(E, a, first, ei, et, d)
+    else:   # equality-constrained least nuclear norm
         wf = cp.Variable(d * d)
         pf = cp.Problem(cp.Minimize(cp.normNuc(cp.reshape(wf, (d, d), order="C"))),
-                        [Efin @ wf == rhs])
+                        [-E @ wf == a[ei, et] - a[ei, first[ei]]])
         pf.solve(solver=SOLVER, **SOLVER_OPTS)
         W_fin = np.asarray(wf.value).reshape(d, d) if wf.value is not None else None
     if not ok or W_fin is None:
         return GeneralizedSvm(selected=sel, W_dir=W_dir, W_fin=W_fin, R=None, W_pred=None,
                               feasible=False, status=status, norm=norm)
-    nd = float(np.sum(W_dir * W_dir))
-    R = float(np.sum((W - W_fin) * W_dir) / nd) if nd > 0 else 0.0
-    return GeneralizedSvm(selected=sel, W_dir=W_dir, W_fin=W_fin, R=R, W_pred=W_fin + R * W_dir,
+    R, W_pred = fit_direction(W, W_fin, W_dir)
+    return GeneralizedSvm(selected=sel, W_dir=W_dir, W_fin=W_fin, R=R, W_pred=W_pred,
                           feasible=True, status=status, norm=norm)

@@ -4,9 +4,10 @@ import pandas as pd
 import streamlit as st
 
 from attsvm.svm import MAX_SELECTIONS
-from ui import cache, charts, export_ui
+from attsvm_charts import explorer as charts
+from ui import cache, export_ui
 from ui.sidebar import specs
-from ui.specs import ProblemSpec, selection_label
+from attsvm.config import ProblemSpec, selection_label
 from ui.widgets import BOUND, build, check_gd, check_svm, explained
 
 st.title("Local optima and basins")
@@ -34,7 +35,7 @@ grid = c[6].number_input("map grid g (g×g starts)", 2, 40, 15, key="bas_grid", 
 
 pspec = ProblemSpec(n=int(n), T=int(T), d=int(d), seed=int(seed))
 prob = build(pspec)
-norm = "fro" if tspec.param == "W" else "nuc"
+norm = tspec.norm
 total = prob.T ** prob.n
 if total > MAX_SELECTIONS:
     st.error(f"**Too many selections:** Tⁿ = {prob.T}^{prob.n} = {total:,}; this page lists at "

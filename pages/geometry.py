@@ -4,9 +4,10 @@ import pandas as pd
 import streamlit as st
 
 import attsvm
-from ui import cache, charts, frames, hosted, linkdata
+from attsvm_charts import explorer as charts, frames
+from ui import cache, hosted, linkdata
 from ui.sidebar import specs
-from ui.specs import ProblemSpec, custom_spec
+from attsvm.config import ProblemSpec, custom_spec
 from ui.widgets import BOUND, check_gd, explained
 
 st.title("Geometry in 2-D")

@@ -4,9 +4,10 @@ import pandas as pd
 import streamlit as st
 
 import attsvm
-from ui import cache, charts, export_ui, frames
+from attsvm_charts import explorer as charts, frames
+from ui import cache, export_ui
 from ui.sidebar import specs
-from ui.specs import ProblemSpec
+from attsvm.config import ProblemSpec
 from ui.widgets import BOUND, build, check_gd, explained
 
 st.title("Nonlinear heads: selecting several tokens")

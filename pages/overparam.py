@@ -2,9 +2,11 @@
 import pandas as pd
 import streamlit as st
 
-from ui import cache, charts, export_ui, hosted
+from attsvm import studies
+from attsvm.config import ProblemSpec
+from attsvm_charts import explorer as charts
+from ui import cache, export_ui, hosted
 from ui.sidebar import specs
-from ui.specs import ProblemSpec
 from ui.widgets import BOUND, build, check_gd, check_svm, explained
 
 D_CHOICES = [1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 30, 40, 64]
@@ -30,7 +32,7 @@ if not ds:
     st.stop()
 ds = sorted(ds)
 base = pspec_sb.with_(d=max(ds))
-norm = "fro" if tspec.param == "W" else "nuc"
+norm = tspec.norm
 check_gd(build(base), tspec, runs=int(runs) * len(ds), svms=())
 check_svm(2 * int(runs) * len(ds), build(base), norm)   # opt's SVM + GD's selection's, per run
 
@@ -43,18 +45,7 @@ if not parts:
     st.stop()
 res = pd.concat(parts)
 
-rows = []
-for d, g in res.groupby("d"):
-    total = len(g)
-    rows += [
-        dict(d=d, outcome="1 · GD reached α = opt (global)",
-             fraction=(g["kind"] == "global").mean(), runs=total),
-        dict(d=d, outcome="2 · GD reached a locally optimal α (incl. global)",
-             fraction=g["kind"].isin(["global", "local"]).mean(), runs=total),
-        dict(d=d, outcome="3 · Att-SVM for α = opt feasible",
-             fraction=g["opt_feasible"].fillna(False).astype(bool).mean(), runs=total),
-    ]
-frac = pd.DataFrame(rows)
+frac = studies.overparam_fractions(res)
 bars = charts.fraction_bars(
     frac, title=f"n = {pspec_sb.n}, T = {pspec_sb.T}, {runs} problems per d, "
                 f"{tspec.steps} steps of {'normalized' if tspec.normalized else 'plain'} GD")

@@ -3,9 +3,11 @@ import numpy as np
 import streamlit as st
 
 import attsvm
-from ui import cache, charts, export_ui, frames, live
+from attsvm import live
+from attsvm.config import CHUNK_RECORDS
+from attsvm_charts import explorer as charts, frames
+from ui import cache, export_ui
 from ui.sidebar import specs
-from ui.specs import CHUNK_RECORDS
 from ui.widgets import build, check_gd, explained, settings_caption
 
 TICK_S = 0.35       # seconds between live frames while playing
@@ -36,15 +38,15 @@ check_gd(prob, tspec)
 
 ss = st.session_state
 key = (pspec, tspec)
-work = tspec.steps * prob.n * prob.T * prob.d * (2 if tspec.param == "KQ" else 1)
+work = live.live_work(prob, tspec)
 
 
 def _fresh():
     with explained():
         if work <= live.AUTO_RUN_WORK:
-            ss.pg_run = live.full(pspec, tspec)
+            ss.pg_run = cache.live_run(pspec, tspec)
         else:
-            ss.pg_run = live.reset(pspec, tspec, prob)
+            ss.pg_run = live.reset(pspec, tspec, prob, advance=cache.advance)
     ss.pg_playing = False
     ss.iter = int(ss.pg_run["steps"][-1])
 
@@ -56,7 +58,7 @@ if ss.get("pg_run") is None or ss.pg_run["key"] != key:
 # -- controls (full reruns, so Pause takes effect at once) --------------------------------
 def _play():
     if ss.pg_run["done"]:
-        ss.pg_run = live.reset(pspec, tspec, prob)
+        ss.pg_run = live.reset(pspec, tspec, prob, advance=cache.advance)
     ss.pg_playing = True
 
 
@@ -67,19 +69,19 @@ def _pause():
 
 def _step():
     ss.pg_playing = False
-    live.step_run(ss.pg_run, prob, tspec, CHUNK_RECORDS)
+    live.step_run(ss.pg_run, prob, tspec, CHUNK_RECORDS, advance=cache.advance)
     ss.iter = int(ss.pg_run["steps"][-1])
 
 
 def _to_end():
     ss.pg_playing = False
-    ss.pg_run = live.full(pspec, tspec)
+    ss.pg_run = cache.live_run(pspec, tspec)
     ss.iter = int(ss.pg_run["steps"][-1])
 
 
 def _reset():
     ss.pg_playing = False
-    ss.pg_run = live.reset(pspec, tspec, prob)
+    ss.pg_run = live.reset(pspec, tspec, prob, advance=cache.advance)
     ss.iter = 0
 
 
@@ -105,7 +107,7 @@ def live_view():
     if ss.get("pg_playing"):
         if not run["done"]:
             with explained():
-                live.step_run(run, prob, tspec, CHUNK_RECORDS)
+                live.step_run(run, prob, tspec, CHUNK_RECORDS, advance=cache.advance)
         if run["done"]:
             ss.pg_playing = False
             ss.iter = int(run["steps"][-1])
@@ -131,7 +133,7 @@ def live_view():
     j = int(np.searchsorted(steps, k_shown))
     traj = live.as_trajectory(run)
     alpha = run["probs"][-1].argmax(-1)                                  # GD's selection now
-    norm = "fro" if tspec.param == "W" else "nuc"
+    norm = tspec.norm
     try:
         opt = attsvm.optimal_tokens(prob)
     except ValueError as exc:
@@ -244,7 +246,7 @@ def live_view():
     export_ui.export_button(
         key="pg_export", problem=prob, page="Token selection", specs=(pspec, tspec),
         charts=shown, solutions=sol, run=traj if last > 0 else None,
-        train=cache.train_kwargs(prob, tspec), init=tspec.init_for(prob))
+        train=tspec.train_kwargs(prob), init=tspec.init_for(prob))
 
 
 live_view()

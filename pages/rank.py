@@ -1,12 +1,12 @@
 """Rank collapse: singular values of K(k)Q(k)ᵀ vs W(k), and the ranks of W^mm vs W^mm_*."""
-import numpy as np
 import pandas as pd
 import streamlit as st
 
 import attsvm
-from attsvm import limits
+from attsvm import limits, studies
 from attsvm.metrics import RANK_RTOL
-from ui import cache, charts, export_ui, frames, hosted
+from attsvm_charts import explorer as charts, frames
+from ui import cache, export_ui, hosted
 from ui.sidebar import specs
 from ui.widgets import BOUND, build, check_gd, check_svm, explained
 
@@ -87,16 +87,7 @@ for n, d in hosted.progress(cells, key="rank", run_id=(tuple(cells), int(T), int
 if not parts:
     st.stop()
 res = pd.concat(parts)
-rows = []
-for (n, d), g in res.groupby(["n", "d"]):
-    f = g[g["feasible"]]
-    for norm, col in (("W^mm (Frobenius)", "rank_fro"), ("W^mm_* (nuclear)", "rank_nuc")):
-        v = f[col].dropna()
-        rows.append(dict(d=d, n=f"n = {n}", norm=norm, count=len(v),
-                         rank=v.mean() if len(v) else np.nan,
-                         lo=v.min() if len(v) else np.nan, hi=v.max() if len(v) else np.nan,
-                         feasible=g["feasible"].mean()))
-agg = pd.DataFrame(rows)
+agg = studies.rank_summary(res)
 lines = charts.rank_lines(agg.dropna(subset=["rank"]), x="d", group="n",
                           x_title="embedding dimension d",
                           title=f"Mean rank over feasible instances (T = {T}, "

@@ -14,7 +14,8 @@ import streamlit as st
 import attsvm
 from attsvm import experiments, limits
 from attsvm.experiments.core import jsonable
-from ui import experiment_charts, hosted
+from attsvm_charts import experiments as experiment_charts
+from ui import hosted
 from ui.widgets import BOUND
 
 TTL = 3600

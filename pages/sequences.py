@@ -4,9 +4,10 @@ import pandas as pd
 import streamlit as st
 
 import attsvm
-from ui import cache, charts, export_ui, frames
+from attsvm_charts import explorer as charts, frames
+from ui import cache, export_ui
 from ui.sidebar import specs
-from ui.specs import ProblemSpec
+from attsvm.config import ProblemSpec
 from ui.widgets import BOUND, build, check_gd, explained
 
 st.title("Sequences and causal attention")
@@ -43,7 +44,7 @@ try:
 except ValueError as exc:
     opt = None
     st.warning(f"No unique optimal token for some query, so no global SVM: {exc}")
-norm = "fro" if tspec.param == "W" else "nuc"
+norm = tspec.norm
 key = tuple(tuple(int(a) for a in row) for row in alpha)
 with explained():
     sol = cache.svm(pspec, key, norm)

@@ -1,9 +1,10 @@
 """The benchmark script stays runnable and keeps comparing like with like (no timings
-are asserted: speed is reported by `python -m attsvm.bench`, not tested)."""
+are asserted: speed is reported by `python -m benchmarks.bench`, not tested)."""
 import numpy as np
 
-from attsvm import bench, problems
-from attsvm.train import default_init, train
+from attsvm import problems
+from attsvm.training import default_init, train
+from benchmarks import bench
 
 
 def test_numpy_loop_records_every_rth_step_of_the_same_trajectory():
@@ -14,7 +15,7 @@ def test_numpy_loop_records_every_rth_step_of_the_same_trajectory():
     assert W5.shape == (5, 6, 6) and S5.shape == (5, 4, 5) and L5.shape == (5,)
     np.testing.assert_array_equal(W5, W1[::5])
     np.testing.assert_array_equal(L5, L1[::5])
-    run = train(p, "W", steps=20, lr=0.1, init=init, record_every=5)
+    run = train(p, param="W", steps=20, lr=0.1, init=init, record_every=5)
     np.testing.assert_allclose(run.W, W5, rtol=0, atol=1e-13)
 
 

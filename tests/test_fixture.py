@@ -17,7 +17,7 @@ import pytest
 from reference import rel
 
 import attsvm
-from attsvm.train import NORM_EPS
+from attsvm.engine import NORM_EPS
 
 HERE = Path(__file__).parents[2] / "shared" / "fixtures"     # as tests/conftest.py's FIXTURE
 FILES = sorted(HERE.glob("official_local_converge_*.npz"))
@@ -42,9 +42,9 @@ def fixture_problem(fixture_npz):
 def runs(fixture_problem, fixture_npz):
     F = fixture_npz
     kw = dict(steps=int(F["ITN"]), lr=float(F["lr"]), record_every=1)
-    W = attsvm.train(fixture_problem, "W", init=F["W_W_init"], **kw)
+    W = attsvm.train(fixture_problem, param="W", init=F["W_W_init"], **kw)
     K, Q = F["KQ_Wk_init"].T, F["KQ_Wq_init"].T            # nn.Linear layout: W = Wkᵀ Wq
-    KQ = attsvm.train(fixture_problem, "KQ", init=(K, Q), m=K.shape[1],
+    KQ = attsvm.train(fixture_problem, param="KQ", init=(K, Q), m=K.shape[1],
                       ridge=float(F["eps"]), **kw)
     return {"W": W, "KQ": KQ}
 

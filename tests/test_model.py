@@ -6,7 +6,6 @@ of it (tests/reference.py), and the closed-form gradient of docs/theory.md §1 (
 """
 from __future__ import annotations
 
-import importlib
 
 import hypothesis.extra.numpy as hnp
 import jax
@@ -18,9 +17,7 @@ from hypothesis import strategies as st
 from reference import np_forward, np_grad, np_objective, rel
 
 import attsvm
-from attsvm import model
-
-train_mod = importlib.import_module("attsvm.train")
+from attsvm import batching, model
 
 HEADS = ("linear", "relu", "quadratic")
 LOSSES = ("logistic", "exponential", "correlation")
@@ -30,7 +27,7 @@ PARAMS = ("W", "KQ")
 def as_data(prob):
     """The problem as the engine sees it (unpadded)."""
     return model.Data(**{k: jnp.asarray(a) for k, a in
-                         train_mod._pad_data(prob, prob.shape).items()})
+                         batching.pad_data(prob, prob.shape).items()})
 
 
 def small_problem(head, *, queries="single", attention="cross", seed=0, n=3, T=4, d=3):

@@ -1,9 +1,8 @@
-"""attsvm.train: the JAX GD engine against a plain numpy GD loop, its records, padding,
+"""attsvm.training / engine: the JAX GD engine against a plain numpy GD loop, its records, padding,
 compilation reuse, saturation and overflow reports, and the paper's GD facts (docs/theory.md §6
 facts 6, 7, 10, 13)."""
 from __future__ import annotations
 
-import importlib
 
 import hypothesis.extra.numpy as hnp
 import numpy as np
@@ -15,7 +14,7 @@ from test_model import small_problem
 
 import attsvm
 
-train_mod = importlib.import_module("attsvm.train")
+from attsvm import batching, engine, training
 
 
 def init_for(prob, param, seed=0, m=None):
@@ -42,9 +41,9 @@ def test_engine_matches_a_numpy_gd_loop(head, loss, param, normalized, ridge, m,
     prob = small_problem(head, queries=queries, seed=3)
     init = init_for(prob, param, seed=4, m=m)
     steps, lr = 25, (0.1 if normalized else 0.5)
-    run = attsvm.train(prob, param, steps=steps, lr=lr, normalized=normalized, loss=loss,
+    run = attsvm.train(prob, param=param, steps=steps, lr=lr, normalized=normalized, loss=loss,
                        init=init, m=m, ridge=ridge)
-    eps = train_mod.RIDGE_EPS if ridge is None else ridge
+    eps = training.RIDGE_EPS if ridge is None else ridge
     Ws, Ls = np_gd(prob, init, param, steps=steps, lr=lr, loss=loss, normalized=normalized,
                    ridge=eps)
     assert run.W.shape == (steps + 1, prob.d, prob.d) and run.overflow_at == -1
@@ -65,8 +64,8 @@ def test_records_follow_the_contract():
     subsamples the same trajectory."""
     prob = attsvm.random_problem(4, 5, 6, seed=0)
     init = init_for(prob, "W", seed=1)
-    full = attsvm.train(prob, "W", steps=40, init=init, record_every=1)
-    sub = attsvm.train(prob, "W", steps=40, init=init, record_every=8)
+    full = attsvm.train(prob, param="W", steps=40, init=init, record_every=1)
+    sub = attsvm.train(prob, param="W", steps=40, init=init, record_every=8)
     np.testing.assert_array_equal(full.steps, np.arange(41))
     np.testing.assert_array_equal(sub.steps, [0, 8, 16, 24, 32, 40])
     np.testing.assert_array_equal(full.W[0], init)
@@ -89,28 +88,28 @@ def test_a_run_continues_exactly_from_its_final_params():
     prob = attsvm.random_problem(3, 4, 5, seed=2)
     for param in ("W", "KQ"):
         init = init_for(prob, param, seed=0)
-        whole = attsvm.train(prob, param, steps=30, init=init, record_every=30)
-        first = attsvm.train(prob, param, steps=15, init=init, record_every=15)
-        second = attsvm.train(prob, param, steps=15, init=first.final_params, record_every=15)
+        whole = attsvm.train(prob, param=param, steps=30, init=init, record_every=30)
+        first = attsvm.train(prob, param=param, steps=15, init=init, record_every=15)
+        second = attsvm.train(prob, param=param, steps=15, init=first.final_params, record_every=15)
         assert rel(second.W[-1], whole.W[-1]) < 1e-12
 
 
 def test_batches_equal_single_runs_and_draw_a_different_default_init_per_run():
     probs = [attsvm.random_problem(3, 4, 5, seed=s) for s in range(3)]
-    batch = attsvm.train_batch(probs, "KQ", steps=10, seed=7, record_every=5)
+    batch = attsvm.train_batch(probs, param="KQ", steps=10, seed=7, record_every=5)
     assert batch.W.shape == (3, 3, 5, 5) and len(batch) == 3
     assert not np.allclose(batch.W[0, 0], batch.W[1, 0])
     for b, p in enumerate(probs):
         K, Q = attsvm.default_init(p, "KQ", seed=7, index=b)
         np.testing.assert_allclose(batch.W[b, 0], K @ Q.T, rtol=1e-14)
-        single = attsvm.train(p, "KQ", steps=10, init=(K, Q), record_every=5)
+        single = attsvm.train(p, param="KQ", steps=10, init=(K, Q), record_every=5)
         np.testing.assert_allclose(batch[b].W, single.W, rtol=1e-12, atol=1e-14)
         np.testing.assert_array_equal(batch[b].alpha, single.alpha)
 
 
 def test_kq_singular_values_and_rank_m():
     prob = attsvm.random_problem(3, 4, 6, seed=0)
-    run = attsvm.train(prob, "KQ", steps=20, m=2, record_every=10)
+    run = attsvm.train(prob, param="KQ", steps=20, m=2, record_every=10)
     sv = run.singular_values
     assert sv.shape == (3, 6)
     np.testing.assert_allclose(sv, np.linalg.svd(run.W, compute_uv=False), rtol=1e-12)
@@ -132,10 +131,10 @@ def test_backend_is_reported():
 def test_padding_to_a_bucket_is_exact(X, Z, v, labels):
     """(5, 7, 9) runs in the (5, 8, 10) bucket: masked tokens, zero features and zero-padded
     W must reproduce an unpadded numpy GD loop."""
-    assert tuple(train_mod.bucket(x) for x in (5, 7, 9)) == (5, 8, 10)
+    assert tuple(batching.bucket(x) for x in (5, 7, 9)) == (5, 8, 10)
     prob = attsvm.Problem(X=X, Y=np.where(labels, 1.0, -1.0), Z=Z, v=v)
     init = init_for(prob, "W", seed=0)
-    run = attsvm.train(prob, "W", steps=8, init=init, record_every=1)
+    run = attsvm.train(prob, param="W", steps=8, init=init, record_every=1)
     Ws, Ls = np_gd(prob, init, "W", steps=8, lr=0.1, loss="logistic")
     assert run.W.shape == (9, 9, 9) and run.probs.shape == (9, 5, 7)
     np.testing.assert_allclose(run.W, Ws, rtol=1e-10, atol=1e-12)
@@ -145,7 +144,7 @@ def test_padding_to_a_bucket_is_exact(X, Z, v, labels):
 def test_padding_is_exact_for_kq_and_sequences():
     prob = attsvm.random_problem(3, 7, 9, seed=5, queries="causal")
     init = init_for(prob, "KQ", seed=2, m=7)
-    run = attsvm.train(prob, "KQ", steps=6, init=init, m=7, ridge=1e-3)
+    run = attsvm.train(prob, param="KQ", steps=6, init=init, m=7, ridge=1e-3)
     Ws, _ = np_gd(prob, init, "KQ", steps=6, lr=0.1, loss="logistic", ridge=1e-3)
     np.testing.assert_allclose(run.W, Ws, rtol=1e-10, atol=1e-12)
     assert run.K.shape == (9, 7) and run.probs.shape == (7, 3, 7, 7)
@@ -154,23 +153,23 @@ def test_padding_is_exact_for_kq_and_sequences():
 # -- no recompilation --------------------------------------------------------------------------
 def test_a_new_step_size_or_a_size_in_the_same_bucket_does_not_recompile():
     p1 = attsvm.random_problem(5, 7, 9, seed=0)
-    attsvm.train(p1, "W", steps=12, lr=0.1, record_every=3)
-    before = train_mod.TRACE_COUNT
-    attsvm.train(p1, "W", steps=12, lr=0.37, record_every=3)                  # new lr
-    attsvm.train(attsvm.random_problem(5, 8, 10, seed=1), "W", steps=12, lr=0.2,
+    attsvm.train(p1, param="W", steps=12, lr=0.1, record_every=3)
+    before = engine.compile_count()
+    attsvm.train(p1, param="W", steps=12, lr=0.37, record_every=3)                  # new lr
+    attsvm.train(attsvm.random_problem(5, 8, 10, seed=1), param="W", steps=12, lr=0.2,
                  record_every=3)                                              # same bucket
-    attsvm.train(p1, "W", steps=12, lr=0.1, record_every=3, init=np.eye(9), seed=3)
-    attsvm.train(p1, "W", steps=40, lr=0.1, record_every=10)   # same number of records
-    assert train_mod.TRACE_COUNT == before
-    attsvm.train(p1, "W", steps=12, lr=0.1, record_every=4)   # a new record count compiles
-    attsvm.train(attsvm.random_problem(4, 7, 9, seed=1), "W", steps=12, lr=0.1,
+    attsvm.train(p1, param="W", steps=12, lr=0.1, record_every=3, init=np.eye(9), seed=3)
+    attsvm.train(p1, param="W", steps=40, lr=0.1, record_every=10)   # same number of records
+    assert engine.compile_count() == before
+    attsvm.train(p1, param="W", steps=12, lr=0.1, record_every=4)   # a new record count compiles
+    attsvm.train(attsvm.random_problem(4, 7, 9, seed=1), param="W", steps=12, lr=0.1,
                  record_every=3)                              # n = 4 is another bucket
-    assert train_mod.TRACE_COUNT == before + 2
+    assert engine.compile_count() == before + 2
 
 
 # -- saturation and overflow
 def test_saturation_is_reported_per_sequence(fixture_problem, fixture_npz):
-    run = attsvm.train(fixture_problem, "W", steps=2000, init=fixture_npz["W_W_init"],
+    run = attsvm.train(fixture_problem, param="W", steps=2000, init=fixture_npz["W_W_init"],
                        record_every=10)
     sat = run.saturated_at
     assert sat.shape == (fixture_problem.n,)
@@ -179,7 +178,7 @@ def test_saturation_is_reported_per_sequence(fixture_problem, fixture_npz):
     for i, k in enumerate(sat):
         j = int(np.searchsorted(run.steps, k))
         assert run.tail_mass[j, i] < 1e-13 and run.tail_mass[j - 1, i] >= 1e-13
-    never = attsvm.train(fixture_problem, "W", steps=20, record_every=10)
+    never = attsvm.train(fixture_problem, param="W", steps=20, record_every=10)
     np.testing.assert_array_equal(never.saturated_at, -1)
 
 
@@ -189,14 +188,14 @@ def test_an_overflowing_run_is_stopped_with_finite_records():
     base = attsvm.random_problem(6, 8, 10, seed=0)
     prob = base.with_(v=2000 * base.v)
     for param in ("W", "KQ"):
-        run = attsvm.train(prob, param, steps=20, lr=1.0, normalized=False,
+        run = attsvm.train(prob, param=param, steps=20, lr=1.0, normalized=False,
                            loss="exponential", record_every=1)
         assert run.overflow_at >= 0
         for a in (run.W, run.probs, run.loss, run.grad_norm, run.norms):
             assert np.all(np.isfinite(a))
         k = int(run.overflow_at)
         np.testing.assert_array_equal(run.W[k:], np.broadcast_to(run.W[k], run.W[k:].shape))
-    ok = attsvm.train(base, "W", steps=20, lr=1.0, normalized=False, loss="exponential")
+    ok = attsvm.train(base, param="W", steps=20, lr=1.0, normalized=False, loss="exponential")
     assert ok.overflow_at == -1
 
 
@@ -205,13 +204,13 @@ def test_fact6_geometry1_gd_picks_each_parameterizations_own_svm():
     g = attsvm.paper_problem("geometry-1")
     fro = attsvm.solve_att_svm(g, norm="fro").W
     nuc = attsvm.solve_att_svm(g, norm="nuc").W
-    W = attsvm.train(g, "W", steps=2000, init=np.zeros((2, 2)), record_every=100)
+    W = attsvm.train(g, param="W", steps=2000, init=np.zeros((2, 2)), record_every=100)
     corr = attsvm.correlation(W.W, fro)
     assert corr[5] >= 0.994 and corr[20] >= 0.9996          # steps 500 and 2000
     assert attsvm.correlation(W.W[-1], nuc) < 0.91
     np.testing.assert_allclose(W.norms[[1, 5]], [9.68, 45.48], atol=0.05)   # docs/theory.md §4 E1
     K0 = 0.1 * np.random.default_rng(0).standard_normal((2, 2))
-    KQ = attsvm.train(g, "KQ", steps=2000, init=(K0, np.zeros((2, 2))), record_every=100)
+    KQ = attsvm.train(g, param="KQ", steps=2000, init=(K0, np.zeros((2, 2))), record_every=100)
     assert attsvm.correlation(KQ.W[5], nuc) >= 0.9998
     assert 0.85 <= attsvm.correlation(KQ.W[-1], fro) <= 0.93
     assert np.all(KQ.alpha == attsvm.optimal_tokens(g)) and np.all(W.alpha == [0, 2])
@@ -220,7 +219,7 @@ def test_fact6_geometry1_gd_picks_each_parameterizations_own_svm():
 def test_fact7_geometry2_gd_converges_fast():
     g = attsvm.paper_problem("geometry-2")
     fro = attsvm.solve_att_svm(g).W
-    run = attsvm.train(g, "W", steps=2000, init=np.zeros((2, 2)), record_every=100)
+    run = attsvm.train(g, param="W", steps=2000, init=np.zeros((2, 2)), record_every=100)
     corr = attsvm.correlation(run.W, fro)
     assert corr[1] >= 0.99 and corr[20] >= 0.999
     # ‖W‖ stalls near 58 once ‖∇L‖ < 1e-16 (docs/theory.md §4: 9.9 / 49.7 / 58.1)
@@ -262,7 +261,7 @@ def test_fact13_water_filling_maximizes_the_quadratic_head():
 def test_fact13_gd_selects_the_water_filling_set_growing_with_lambda():
     lams = (0.05, 0.2, 0.5, 1.0, 2.0)
     probs = [orthonormal_problem(seed, lam) for seed in range(10) for lam in lams]
-    run = attsvm.train_batch(probs, "W", steps=5000, record_every=5000,
+    run = attsvm.train_batch(probs, param="W", steps=5000, record_every=5000,
                              init=[np.zeros((4, 4))] * len(probs))
     checked = 0
     for seed in range(10):
@@ -292,3 +291,10 @@ def test_causal_first_query_is_never_reported_saturated():
     assert run.saturated_at.shape == (2, 4)
     assert np.all(run.saturated_at[:, 0] == -1)
     assert np.all(run.tail_mass[:, :, 0] == 0.0)
+
+
+def test_train_options_name_every_keyword_of_train_but_init():
+    import inspect
+    params = inspect.signature(attsvm.train).parameters
+    assert all(p.kind is p.KEYWORD_ONLY for name, p in params.items() if name != "prob")
+    assert set(training.TRAIN_OPTIONS) == set(params) - {"prob", "init"}

@@ -1,5 +1,6 @@
-"""App-side helpers of the attsvm explorer: settings, sidebar, cache wrappers, charts.
+"""The Streamlit side of the attsvm explorer: widgets, sidebar, link handling, cache
+wrappers over library calls, and the hosted-session machinery.
 
-Dependencies point one way: pages -> ui -> attsvm. `ui.charts` and `ui.specs` are pure
-(no Streamlit), so they can be tested and reused outside the app.
+Dependencies point one way: pages -> ui -> attsvm (and attsvm_charts). Nothing here
+computes science: every number comes from a library call.
 """

@@ -13,7 +13,7 @@ from attsvm import io as aio
 from attsvm import limits
 
 from . import hosted
-from .specs import ProblemSpec, custom_spec
+from attsvm.config import ProblemSpec, custom_spec
 
 FORMAT_HELP = (
     "**CSV**: header `kind,seq,token,label,f0,…,f{d-1}`; one `x` row per token "

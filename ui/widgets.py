@@ -9,7 +9,7 @@ import attsvm
 from attsvm import limits
 
 from . import hosted
-from .specs import ProblemSpec, TrainSpec
+from attsvm.config import ProblemSpec, TrainSpec
 
 BOUND = dict(bind="query-params")
 

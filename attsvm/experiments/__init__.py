@@ -6,7 +6,7 @@ pandas DataFrames and the statistic the paper reports next to ours.
 
 `EXPERIMENTS` lists them; `settings(name, **overrides)` builds (and validates) the settings.
 Defaults are the paper's settings. Nothing here imports a UI library; the charts live in
-ui/experiment_charts.py.
+attsvm_charts/experiments.py.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 
 from threadpoolctl import threadpool_limits
 
-from ..train import backend as _backend
+from ..training import backend as _backend
 from . import (
     geometry,
     local_convergence,

@@ -24,7 +24,8 @@ import pandas as pd
 from .. import limits
 from ..model import jax
 from ..problems import Problem, check_int
-from ..train import Trajectory, default_init, train_batch
+from ..trajectory import Trajectory
+from ..training import default_init, train_batch
 
 Progress = Callable[[float, str], None]
 CPU_CHUNK = 256  # runs per compiled call on CPU (fits the caches; measured best)
@@ -170,21 +171,7 @@ def sweep(
 
 def _slice(tr: Trajectory, n: int) -> Trajectory:
     """The first n runs of a batched Trajectory (drops chunk padding)."""
-    if len(tr) == n:
-        return tr
-    return Trajectory(
-        W=tr.W[:n],
-        probs=tr.probs[:n],
-        loss=tr.loss[:n],
-        grad_norm=tr.grad_norm[:n],
-        steps=tr.steps,
-        K=None if tr.K is None else tr.K[:n],
-        Q=None if tr.Q is None else tr.Q[:n],
-        overflow_at=tr.overflow_at[:n],
-        settings=tr.settings,
-        backend=tr.backend,
-        batched=True,
-    )
+    return tr if len(tr) == n else tr[:n]
 
 
 def train_all(probs, **kw) -> dict:

@@ -31,7 +31,7 @@ import numpy as np
 from scipy.optimize import nnls
 
 from ..problems import optimal_tokens
-from ..svm import SUPPORT_TOL, constraint_rows, solve_att_svm
+from ..svm import SUPPORT_TOL, constraint_rows, margins_and_support, solve_att_svm
 
 GAP_RTOL = 1e-7  # relative duality gap at which the nuclear barrier method stops
 CERTIFIED_GAP = 1e-5  # accept a barrier solution only with this certified relative gap
@@ -296,14 +296,9 @@ def solve_many(probs, alphas=None, norm: str = "fro", *, support_tol: float = SU
         W, p = Ws[b], probs[b]
         s = np.linalg.svd(W, compute_uv=False)
         objective[b] = np.sqrt((s**2).sum()) if norm == "fro" else s.sum()
-        marg = rows_all[b] @ W.reshape(-1)
-        K = 1 if p.queries == "single" else p.T
-        mg = np.full((p.n, K, p.T), np.nan)
-        i = idx_all[b]
-        mg[i[:, 0], i[:, 1], i[:, 2]] = marg
-        sup = np.nan_to_num(mg, nan=np.inf) <= 1.0 + support_tol
-        margins[b] = mg[:, 0] if K == 1 else mg
-        supports[b] = sup[:, 0] if K == 1 else sup
+        margins[b], supports[b] = margins_and_support(
+            p, rows_all[b], idx_all[b], W, alphas[b], support_tol=support_tol
+        )
     return dict(
         W=Ws,
         feasible=feasible,

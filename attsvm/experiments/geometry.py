@@ -26,7 +26,7 @@ from ..problems import (
     token_scores,
 )
 from ..svm import solve_att_svm
-from ..train import train_batch
+from ..training import train_batch
 from .core import Progress, Result, fmt, no_progress, settings_dict
 
 NAMES = ("geometry-1", "geometry-2")

@@ -26,7 +26,13 @@ import pandas as pd
 
 from ..metrics import correlation
 from ..problems import check_float, check_int, check_record_every, random_problem
-from ..svm import constraint_rows
+from ..svm import (
+    constraint_rows,
+    fit_direction,
+    generalized_constraints,
+    least_norm_fin,
+    single_logits,
+)
 from . import fastsvm
 from .core import (
     Progress,
@@ -95,13 +101,7 @@ class Settings:
         check_int("seed", self.seed, 0, 2**31)
 
 
-# -- the generalized SVM, exactly and fast (same definitions as attsvm.solve_generalized_svm) --
-def _pair_rows(X, Z, i, a, b):
-    """Rows vec((x_ia − x_ib) z_iᵀ), (len(i), d·d)."""
-    D = X[i, a] - X[i, b]
-    return np.einsum("rd,re->rde", D, Z[i]).reshape(len(i), X.shape[-1] ** 2)
-
-
+# -- the generalized SVM, exactly and fast (the constraints of attsvm.solve_generalized_svm) --
 def generalized_svm(prob, W, s, select):
     """(W^dir, W^fin, W^SVMeq) for GD's final W and softmax s (n, T); None if infeasible.
 
@@ -109,13 +109,8 @@ def generalized_svm(prob, W, s, select):
     a least-distance program on the null space of the equalities. W^fin = least-norm W with
     the logit differences of W inside O_i. R = ⟨W − W^fin, W^dir⟩ / ‖W^dir‖².
     """
-    X, Z, d = prob.X, prob.Z, prob.d
-    sel = s > select
-    first = np.argmax(sel, axis=1)
-    ei, et = np.nonzero(sel & (np.arange(prob.T)[None] != first[:, None]))
-    E = _pair_rows(X, Z, ei, first[ei], et)  # equalities E w = 0
-    ii, tt, uu = np.nonzero(sel[:, :, None] & ~sel[:, None, :])
-    G = _pair_rows(X, Z, ii, tt, uu)  # inequalities G w ≥ 1
+    d = prob.d
+    first, ei, et, E, G = generalized_constraints(prob, s > select)
     if len(E):
         _, sv, Vt = np.linalg.svd(E)
         rank = int(np.sum(sv > 1e-10 * sv[0]))
@@ -128,14 +123,8 @@ def generalized_svm(prob, W, s, select):
     if y is None:
         return None
     W_dir = (Nb @ y).reshape(d, d)
-    a = np.einsum("ntd,de,ne->nt", X, W, Z)
-    if len(E):
-        W_fin = np.linalg.lstsq(-E, a[ei, et] - a[ei, first[ei]], rcond=None)[0].reshape(d, d)
-    else:
-        W_fin = np.zeros((d, d))
-    nd = float(np.sum(W_dir * W_dir))
-    R = float(np.sum((W - W_fin) * W_dir) / nd) if nd > 0 else 0.0
-    return W_dir, W_fin, W_fin + R * W_dir
+    W_fin = least_norm_fin(E, single_logits(prob, W), first, ei, et, d)
+    return W_dir, W_fin, fit_direction(W, W_fin, W_dir)[1]
 
 
 def _classify(s, select, mask):

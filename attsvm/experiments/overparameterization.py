@@ -17,7 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..config import norm_for
 from ..problems import check_choice, check_float, check_int, random_problem, token_scores
+from ..svm import supports_score_lower
 from . import fastsvm
 from .core import (
     Progress,
@@ -90,8 +92,7 @@ def classify_runs(probs, alphas, norm: str = "fro") -> list[dict]:
         feas = bool(at_alpha["feasible"][b])
         local = False
         if feas:
-            sel = g[np.arange(p.n), a][:, None]
-            local = bool(np.all(~at_alpha["support"][b] | (g < sel)))
+            local = supports_score_lower(g, a, at_alpha["support"][b])
         is_global = bool(np.array_equal(a, opts[b]))
         out.append(
             dict(
@@ -124,7 +125,7 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
         )
         alphas = list(tr["probs"][:, -1].argmax(-1))
         progress(base + 0.92 * share, f"d={d}: SVMs")
-        norm = "fro" if s.param == "W" else "nuc"
+        norm = norm_for(s.param)
         for r, c in enumerate(classify_runs(probs, alphas, norm)):
             rows.append(
                 dict(

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..config import norm_for
 from ..metrics import correlation
 from ..problems import (
     check_choice,
@@ -81,7 +82,7 @@ class Settings:
 
 
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
-    norm = "fro" if s.param == "W" else "nuc"
+    norm = norm_for(s.param)
     curves, runs_rows = [], []
     for j, mode in enumerate(s.modes):
         check_budget(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=s.runs, queries=mode, param=s.param)

@@ -8,8 +8,10 @@ from hypothesis import given
 from hypothesis import strategies as hst
 
 import attsvm
-from ui import charts, frames, linkdata, live
-from ui.specs import ProblemSpec, TrainSpec, custom_spec, record_every
+from attsvm import live
+from attsvm.config import ProblemSpec, TrainSpec, custom_spec, record_every
+from attsvm_charts import explorer as charts, frames
+from ui import linkdata
 
 
 @pytest.mark.parametrize("steps", [1, 7, 100, 500, 1000, 2000, 4999])

@@ -1,4 +1,4 @@
-"""Benchmark: `python -m attsvm.bench` (a script, not a test).
+"""Benchmark: `python -m benchmarks.bench` (a script, not a test).
 
 1. Gradient descent on the paper's local-convergence workload (docs/theory.md §4 E2): 100 runs ×
    2000 normalized-GD steps, n=6, T=8, d=10, linear head, logistic loss, η = 0.1, every
@@ -12,7 +12,7 @@
    too), the GD arithmetic alone (two records), and `records_only`, a program that only
    writes records of the same shapes, the floor under any engine returning that history.
 2. Recompilation: a new step size and a problem size in the same padding bucket must reuse
-   the compiled program (`attsvm.train.TRACE_COUNT` stays put).
+   the compiled program (`attsvm.engine.compile_count()` stays put).
 3. SVM solves (Clarabel): Frobenius and nuclear Att-SVM at (n, T, d) = (6, 8, 10),
    (10, 10, 20), (20, 16, 32): the first solve of a shape (includes cvxpy's compilation)
    and the median over further instances of that shape.
@@ -20,17 +20,17 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import statistics
 import time
 
 import numpy as np
 
-from . import problems
-from .svm import solve_att_svm
-from .train import NORM_EPS, RIDGE_EPS, backend, default_init, train, train_batch
+from attsvm import problems
+from attsvm.batching import bucket
+from attsvm.engine import NORM_EPS, compile_count
+from attsvm.svm import solve_att_svm
+from attsvm.training import RIDGE_EPS, backend, default_init, train, train_batch
 
-_train_mod = importlib.import_module("attsvm.train")   # `attsvm.train` is also the function
 
 
 # -- the reference: a plain numpy loop, one run at a time, one step at a time ---------------------
@@ -107,7 +107,7 @@ def records_only(B: int, k: int, d: int, n: int, T: int):
     softmax (n, T), loss, ‖∇‖ for B runs at k records — but does no GD: each record is the
     previous one plus 1. Its run time is what producing the output costs on this machine,
     a floor under any engine that returns the same history."""
-    from .model import jax
+    from attsvm.model import jax
 
     @jax.jit
     def write(W0, s0):
@@ -128,11 +128,11 @@ def bench_gd(*, runs: int, steps: int, loop_runs: int, repeats: int) -> dict:
     out = {}
     sparse = 10 if steps % 10 == 0 else 1
     for param in ("W", "KQ"):
-        call = lambda r=1: train_batch(probs, param, steps=steps, lr=0.1,  # noqa: E731
+        call = lambda r=1: train_batch(probs, param=param, steps=steps, lr=0.1,  # noqa: E731
                                        record_every=r)
-        traces = _train_mod.TRACE_COUNT
+        traces = compile_count()
         cold, cold_cpu, batch = _timed(call)
-        assert _train_mod.TRACE_COUNT == traces + 1, "the cold call should compile once"
+        assert compile_count() == traces + 1, "the cold call should compile once"
         warm, warm_cpu, warm_all = _median_time(call, repeats)
         call(sparse), call(steps)                                   # compile the variants
         warm_sparse = _median_time(lambda: call(sparse), repeats)[0]
@@ -191,16 +191,16 @@ def bench_gd(*, runs: int, steps: int, loop_runs: int, repeats: int) -> dict:
 def bench_recompile() -> dict:
     p = problems.random_problem(6, 8, 10, seed=0)
     kw = dict(steps=200, record_every=10)
-    train(p, "W", lr=0.1, **kw)
-    before = _train_mod.TRACE_COUNT
-    train(p, "W", lr=0.05, **kw)                                            # new step size
-    after_lr = _train_mod.TRACE_COUNT
-    train(problems.random_problem(6, 7, 9, seed=1), "W", lr=0.1, **kw)     # same bucket
-    after_size = _train_mod.TRACE_COUNT
-    train(p, "W", lr=0.1, steps=400, record_every=20)                      # same #records
-    after_steps = _train_mod.TRACE_COUNT
-    buckets = tuple(_train_mod.bucket(x) for x in (6, 7, 9))
-    print(f"  TRACE_COUNT {before} → new lr 0.05: {after_lr} → (n,T,d) = (6,7,9) in bucket "
+    train(p, param="W", lr=0.1, **kw)
+    before = compile_count()
+    train(p, param="W", lr=0.05, **kw)                                            # new step size
+    after_lr = compile_count()
+    train(problems.random_problem(6, 7, 9, seed=1), param="W", lr=0.1, **kw)     # same bucket
+    after_size = compile_count()
+    train(p, param="W", lr=0.1, steps=400, record_every=20)                      # same #records
+    after_steps = compile_count()
+    buckets = tuple(bucket(x) for x in (6, 7, 9))
+    print(f"  compiled programs {before} → new lr 0.05: {after_lr} → (n,T,d) = (6,7,9) in bucket "
           f"{buckets}: {after_size} → 400 steps, same number of records: {after_steps}")
     return dict(before=before, after_lr=after_lr, after_size=after_size, after_steps=after_steps)
 
@@ -227,7 +227,7 @@ def bench_svm(*, repeats: int) -> dict:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m attsvm.bench", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.bench", description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--loop-runs", type=int, default=10,
@@ -237,7 +237,7 @@ def main(argv=None) -> None:
     ap.add_argument("--skip-svm", action="store_true")
     args = ap.parse_args(argv)
     info = backend()
-    print(f"attsvm.bench — JAX backend {info['platform']} ({info['device_kind']}, "
+    print(f"benchmarks.bench — JAX backend {info['platform']} ({info['device_kind']}, "
           f"{info['devices']} device(s)), float64={info['x64']}")
     print(f"\n[1] GD: {args.runs} runs × {args.steps} steps, n=6, T=8, d=10, record_every=1")
     bench_gd(runs=args.runs, steps=args.steps, loop_runs=min(args.loop_runs, args.runs),

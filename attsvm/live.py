@@ -1,21 +1,25 @@
-"""The playground's live run: GD advanced in short chunks, records appended.
+"""Live gradient descent: one run advanced in short chunks, its records appended.
 
-A run is a plain dict (session state holds it): the recorded arrays so far, the parameters
-to continue from (`Trajectory.final_params`, so continuing is exact), and where it stands.
+A live run is a plain dict (a session can hold it): the records so far, the parameters to
+continue from (`Trajectory.final_params`, so continuing is exact) and where it stands.
 Every chunk is the same compiled program (`CHUNK_RECORDS` records of `every` steps), so
-Play, Step and "run to the end" give bit-identical records.
+stepping, playing and running to the end give bit-identical records.
 """
 from __future__ import annotations
 
 import numpy as np
 
-import attsvm
-from attsvm.train import SATURATION_TOL
+from .config import CHUNK_RECORDS, ProblemSpec, TrainSpec, record_every
+from .problems import Problem
+from .training import default_init, train
+from .trajectory import Trajectory
 
-from . import cache
-from .specs import CHUNK_RECORDS, ProblemSpec, TrainSpec, record_every
+AUTO_RUN_WORK = 1e8   # runs cheaper than this (`live_work`) may be computed in one go
 
-AUTO_RUN_WORK = 1e8   # runs cheaper than this (steps·n·K·T·d) are computed on page load
+
+def live_work(prob: Problem, tspec: TrainSpec) -> float:
+    """A run's size as the app weighs it for running at once: steps·n·T·d (×2 for K, Q)."""
+    return tspec.steps * prob.n * prob.T * prob.d * (2 if tspec.param == "KQ" else 1)
 
 
 def live_every(steps: int) -> int:
@@ -27,10 +31,10 @@ def live_every(steps: int) -> int:
     return record_every(steps)
 
 
-def initial_params(prob: attsvm.Problem, tspec: TrainSpec):
+def initial_params(prob: Problem, tspec: TrainSpec):
     init = tspec.init_for(prob)
     if init is None:    # the library's default draw for run index 0 (what train() uses)
-        init = attsvm.default_init(prob, tspec.param, seed=tspec.init_seed, m=tspec.m_for(prob))
+        init = default_init(prob, tspec.param, seed=tspec.init_seed, m=tspec.m_for(prob))
     return init
 
 
@@ -41,8 +45,17 @@ def new_run(pspec: ProblemSpec, tspec: TrainSpec) -> dict:
                 final=initial_params(prob, tspec), done=False, overflow=-1)
 
 
-def step_run(run: dict, prob: attsvm.Problem, tspec: TrainSpec, records: int) -> dict:
-    """Advance `run` in place by up to `records` records; returns it."""
+def advance(prob: Problem, tspec: TrainSpec, init, records: int, every: int) -> Trajectory:
+    """`records`·`every` more GD steps from `init` (None: the spec's initialization)."""
+    init = tspec.init_for(prob) if init is None else init
+    return train(prob, steps=records * every, init=init, record_every=every,
+                 **tspec.train_kwargs(prob))
+
+
+def step_run(run: dict, prob: Problem, tspec: TrainSpec, records: int, *,
+             advance=advance) -> dict:
+    """Advance `run` in place by up to `records` records; returns it. `advance` computes
+    one chunk (the app passes a metered version of `attsvm.live.advance`)."""
     if run["done"]:
         return run
     every = run["every"]
@@ -53,7 +66,7 @@ def step_run(run: dict, prob: attsvm.Problem, tspec: TrainSpec, records: int) ->
         run["done"] = True
         return run
     # Always the full chunk shape (one compiled program); extra records are dropped.
-    traj = cache.advance(prob, tspec, run["final"], CHUNK_RECORDS, every)
+    traj = advance(prob, tspec, run["final"], CHUNK_RECORDS, every)
     sl = slice(0, k + 1) if run["steps"] is None else slice(1, k + 1)
     new = dict(W=traj.W[sl], probs=traj.probs[sl], loss=traj.loss[sl],
                grad_norm=traj.grad_norm[sl], steps=at + traj.steps[sl])
@@ -80,25 +93,33 @@ def _params_at(traj, k, tspec):
     return traj.final_params
 
 
-def reset(pspec: ProblemSpec, tspec: TrainSpec, prob) -> dict:
+def reset(pspec: ProblemSpec, tspec: TrainSpec, prob: Problem, *, advance=advance) -> dict:
     """The run at iteration 0 (one record)."""
     run = new_run(pspec, tspec)
     first = dict(run)
-    step_run(first, prob, tspec, 1)
+    step_run(first, prob, tspec, 1, advance=advance)
     for name in ("W", "probs", "loss", "grad_norm", "steps"):
         run[name] = first[name][:1]
     return run
 
 
-def full(pspec: ProblemSpec, tspec: TrainSpec) -> dict:
-    """The whole run (cached; copied so the session can extend or truncate it)."""
-    run = cache.live_full(pspec, tspec)
+def run_to_end(pspec: ProblemSpec, tspec: TrainSpec) -> dict:
+    """The whole run, built from the same chunks as live play (so stepping and this agree
+    to the last bit)."""
+    prob = pspec.build()
+    run = new_run(pspec, tspec)
+    while not run["done"]:
+        step_run(run, prob, tspec, CHUNK_RECORDS)
+    return run
+
+
+def copy_run(run: dict) -> dict:
+    """A copy a session can extend or truncate without touching a cached run."""
     return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in run.items()}
 
 
-def as_trajectory(run: dict) -> attsvm.Trajectory:
-    """The recorded part of a live run as a library Trajectory (for saturated_at etc.)."""
-    return attsvm.Trajectory(W=run["W"], probs=run["probs"], loss=run["loss"],
-                             grad_norm=run["grad_norm"], steps=run["steps"], K=None, Q=None,
-                             overflow_at=np.asarray(run["overflow"]),
-                             settings={"saturation_tol": SATURATION_TOL})
+def as_trajectory(run: dict) -> Trajectory:
+    """The recorded part of a live run as a `Trajectory` (for saturated_at etc.)."""
+    return Trajectory.from_records(W=run["W"], probs=run["probs"], loss=run["loss"],
+                                   grad_norm=run["grad_norm"], steps=run["steps"],
+                                   overflow_at=run["overflow"])

@@ -1,10 +1,10 @@
-"""Benchmark of the paper's experiments: `python -m attsvm.bench_experiments` (a script).
+"""Benchmark of the paper's experiments: `python -m benchmarks.bench_experiments` (a script).
 
 Each experiment runs at its default (the paper's) settings: once cold (tracing and XLA
 compilation included) and `--repeats` times warm; the median warm wall time (and the CPU
 time of the process, which shows the work when the machine is shared) is printed with the
 time of the same workload done the slow way, as the authors' code does it: the per-step numpy
-loop of `attsvm.bench` (`numpy_gd`, one run at a time, manual gradients) for every GD run-step,
+loop of `benchmarks.bench` (`numpy_gd`, one run at a time, manual gradients) for every GD run-step,
 plus one Clarabel solve (`solve_att_svm`) per SVM. That baseline is measured on a few runs /
 solves of each shape and extrapolated linearly (every run of a shape costs the same).
 """
@@ -15,10 +15,10 @@ import argparse
 import statistics
 import time
 
-from . import experiments, problems
-from .__main__ import use_cpu_cores
-from .svm import solve_att_svm
-from .train import backend, default_init
+from attsvm import experiments, problems
+from attsvm.__main__ import use_cpu_cores
+from attsvm.svm import solve_att_svm
+from attsvm.training import backend, default_init
 
 try:  # the core benchmark's per-step loop, when present
     from .bench import numpy_gd
@@ -85,7 +85,7 @@ def baseline(load: dict) -> float | None:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m attsvm.bench_experiments")
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_experiments")
     ap.add_argument("names", nargs="*", default=list(experiments.EXPERIMENTS))
     ap.add_argument("--repeats", type=int, default=3, help="warm runs per experiment")
     ap.add_argument("--no-baseline", action="store_true")

@@ -6,7 +6,7 @@ import pandas as pd
 
 import attsvm
 
-from .specs import selection_label
+from attsvm.config import selection_label
 
 
 def per_sequence(steps, values, name: str) -> pd.DataFrame:

@@ -1,8 +1,9 @@
-"""Hashable descriptions of a problem and of a GD run (cache keys, URL state).
+"""Settings records: hashable descriptions of a problem and of a GD run.
 
-A `ProblemSpec` rebuilds an `attsvm.Problem`; a `TrainSpec` turns into `attsvm.train`
-keyword arguments. Both are frozen dataclasses of plain values, so Streamlit's cache can
-hash them and two sessions with the same URL get the same results.
+A `ProblemSpec` rebuilds a `Problem`; a `TrainSpec` turns into the keyword options of
+`train` / `train_batch` (`TrainSpec.train_kwargs`). Both are frozen dataclasses of plain
+values, so they serve as cache keys and as URL state: two callers with the same records get
+the same results. The GD settings follow arXiv 2308.16898 §2 (normalized GD, W or K Qᵀ).
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-import attsvm
+from .problems import PRESETS, Problem, paper_problem, random_problem
 
 SOURCES = ("random", "geometry-1", "geometry-2", "custom")
 INITS = ("uniform", "zero")
@@ -21,6 +22,12 @@ INIT_LABELS = {
 }
 RECORDS = 200          # records per run kept for charts (record_every = steps / ~RECORDS)
 CHUNK_RECORDS = 10     # records advanced per live frame
+
+
+def norm_for(param: str) -> str:
+    """The Att-SVM norm GD on `param` converges to: Frobenius for W, nuclear for K Qᵀ
+    (arXiv 2308.16898, Theorems 2 and 3)."""
+    return "fro" if param == "W" else "nuc"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,21 +45,21 @@ class ProblemSpec:
     queries: str = "single"
     data: tuple | None = None
 
-    def build(self) -> attsvm.Problem:
+    def build(self) -> Problem:
         """The problem (raises ValueError with the library's message on bad input)."""
-        if self.source in attsvm.PRESETS:
-            prob = attsvm.paper_problem(self.source)     # linear head, single query
+        if self.source in PRESETS:
+            prob = paper_problem(self.source)     # linear head, single query
             return prob.with_(Z=None) if self.attention == "self" else prob
         if self.source == "custom":
             if self.data is None:
                 raise ValueError("`data` must hold the custom tokens; got None")
             X, Y, Z, v, V = (None if a is None else np.array(a, dtype=float)
                              for a in (*self.data, None)[:5])
-            return attsvm.Problem(X=X, Y=Y, Z=None if self.attention == "self" else Z, v=v,
+            return Problem(X=X, Y=Y, Z=None if self.attention == "self" else Z, v=v,
                                   head=self.head, V=V,
                                   lam=self.lam if self.head == "quadratic" else 0.0,
                                   name="custom")
-        return attsvm.random_problem(self.n, self.T, self.d, self.seed, self.attention,
+        return random_problem(self.n, self.T, self.d, self.seed, self.attention,
                                      head=self.head, queries=self.queries,
                                      lam=self.lam if self.head == "quadratic" else 0.5)
 
@@ -60,7 +67,7 @@ class ProblemSpec:
         return replace(self, **kw)
 
     def label(self) -> str:
-        if self.source in attsvm.PRESETS:
+        if self.source in PRESETS:
             return f"preset {self.source} ({self.attention}-attention)"
         if self.source == "custom":
             if self.head == "linear":
@@ -89,10 +96,21 @@ class TrainSpec:
     def with_(self, **kw) -> "TrainSpec":
         return replace(self, **kw)
 
-    def m_for(self, prob: attsvm.Problem) -> int:
+    @property
+    def norm(self) -> str:
+        """The SVM GD on this parameterization converges to (`norm_for`)."""
+        return norm_for(self.param)
+
+    def train_kwargs(self, prob: Problem) -> dict:
+        """The options of `train` / `train_batch` this record fixes for `prob` (all but
+        `steps`, `init` and `record_every`, which callers choose per call)."""
+        return dict(param=self.param, lr=self.lr, normalized=self.normalized, loss=self.loss,
+                    seed=self.init_seed, m=self.m_for(prob))
+
+    def m_for(self, prob: Problem) -> int:
         return prob.d if self.m is None else min(int(self.m), prob.d)
 
-    def init_for(self, prob: attsvm.Problem):
+    def init_for(self, prob: Problem):
         """`init` for attsvm.train: None (library default, seeded) or explicit arrays."""
         if self.init == "uniform":
             return None

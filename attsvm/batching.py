@@ -1,0 +1,90 @@
+"""Batching for the GD engine: padding sizes to buckets, stacking runs, placing them on
+devices.
+
+Sizes are zero-padded up to buckets (`bucket`) so nearby sizes reuse one compiled program.
+Padding is exact: padded features are zero, padded tokens are masked out of the softmax,
+padded sequences carry zero loss weight, and padded rows/columns of W, K, Q start at 0 and
+receive zero gradient.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .model import Data, jax
+from .problems import Problem
+
+_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128, 160, 192,
+            256, 320, 384, 512)
+
+
+def bucket(x: int) -> int:
+    """The padded size used for a dimension of size `x`."""
+    for b in _BUCKETS:
+        if b >= x:
+            return b
+    return x
+
+
+def pad_data(prob: Problem, sizes) -> dict:
+    """The arrays of `Data` for `prob`, zero-padded to sizes (nb, Tb, db)."""
+    n, T, d = prob.shape
+    nb, Tb, db = sizes
+    Qv, Yl, mask = prob.query_view()
+    K = Qv.shape[1]
+    Kb = 1 if K == 1 else Tb
+    X = np.zeros((nb, Tb, db))
+    X[:n, :T, :d] = prob.X
+    Q = np.zeros((nb, Kb, db))
+    Q[:n, :K, :d] = Qv
+    Y = np.ones((nb, Kb))
+    Y[:n, :K] = Yl
+    M = np.zeros((nb, Kb, Tb), dtype=bool)
+    M[:n, :K, :T] = mask[None]
+    real = np.zeros((nb, Kb), dtype=bool)
+    real[:n, :K] = True
+    M[~real, 0] = True                       # padded queries attend somewhere (no 0/0)
+    w = np.where(real, 1.0 / n, 0.0)
+    v, V = np.zeros(db), np.zeros((db, db))
+    if prob.v is not None:
+        v[:d] = prob.v
+    if prob.V is not None:
+        V[:d, :d] = prob.V
+    return dict(X=X, Q=Q, Y=Y, mask=M, w=w, v=v, V=V, lam=np.array(prob.lam))
+
+
+def padded_batch(probs, inits, *, param: str, m: int):
+    """Stack B problems and their inits, padded to buckets: (data dict, params0)."""
+    B = len(probs)
+    n, T, d = probs[0].shape
+    sizes = (bucket(n), bucket(T), bucket(d))
+    db, mb = sizes[2], bucket(m)
+    datas = [pad_data(p, sizes) for p in probs]
+    stacked = {k: np.stack([dd[k] for dd in datas]) for k in datas[0]}
+    if param == "W":
+        params0 = np.zeros((B, db, db))
+        params0[:, :d, :d] = np.stack(inits)
+    else:
+        Kp, Qp = np.zeros((B, db, mb)), np.zeros((B, db, mb))
+        Kp[:, :d, :m] = np.stack([a[0] for a in inits])
+        Qp[:, :d, :m] = np.stack([a[1] for a in inits])
+        params0 = (Kp, Qp)
+    return stacked, params0
+
+
+def place(stacked: dict, params0, devices=None):
+    """Spread the runs over `devices` (default: every device JAX sees, a GPU or several):
+    repeat the last run up to a multiple of the device count, then shard the run axis."""
+    devices = jax.devices() if devices is None else list(devices)
+    nd = len(devices)
+    B = len(next(iter(stacked.values())))
+    Bp = -(-B // nd) * nd
+    if Bp != B:
+        rep = lambda a: np.concatenate([a, np.repeat(a[-1:], Bp - B, axis=0)])  # noqa: E731
+        stacked = {k: rep(a) for k, a in stacked.items()}
+        params0 = jax.tree_util.tree_map(rep, params0)
+    data = Data(**stacked)
+    if nd > 1:
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec
+        sh = NamedSharding(Mesh(np.array(devices), ("runs",)), PartitionSpec("runs"))
+        return jax.device_put(data, sh), jax.device_put(params0, sh)
+    return jax.device_put(data, devices[0]), jax.device_put(params0, devices[0])

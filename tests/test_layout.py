@@ -1,0 +1,75 @@
+"""The repository's layout rules: the library never reaches into the app, and no module
+imports itself back through others."""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("attsvm", "attsvm_charts", "ui", "benchmarks")
+
+
+def test_the_library_and_the_cli_import_neither_streamlit_nor_altair_nor_ui():
+    code = ("import sys, attsvm, attsvm.__main__, attsvm.experiments, attsvm.studies, "
+            "attsvm.live, attsvm.config, attsvm.export, attsvm.io\n"
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('streamlit', 'altair', 'ui', 'attsvm_charts'))\n"
+            "print(bad); sys.exit(1 if bad else 0)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path, name: str, modules: set) -> set:
+    """Project modules `path` imports (anywhere in the file, local imports included)."""
+    pkg = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = pkg.split(".")
+                up = up[: len(up) - (node.level - 1)]
+                base = ".".join(up + ([base] if base else []))
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base
+                       for a in node.names]
+        else:
+            continue
+        out |= {t for t in targets if t in modules and t != name}
+    return out
+
+
+def test_no_import_circle_among_the_projects_modules():
+    files = {p: _module_name(p) for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+    files.update({p: p.stem if p.parent == ROOT else f"pages.{p.stem}"
+                  for p in [ROOT / "app.py", *(ROOT / "pages").glob("*.py")]})
+    modules = set(files.values())
+    graph = {name: _imports(p, name, modules) for p, name in files.items()}
+    # A package's __init__ re-exporting its submodules is not a circle: drop package ->
+    # own-submodule edges.
+    for name, deps in graph.items():
+        graph[name] = {d for d in deps if not d.startswith(name + ".")}
+    state, cycles = {}, []
+
+    def visit(m, stack):
+        state[m] = "open"
+        for d in sorted(graph.get(m, ())):
+            if state.get(d) == "open":
+                cycles.append(stack[stack.index(d):] + [d])
+            elif d not in state:
+                visit(d, stack + [d])
+        state[m] = "done"
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert not cycles, cycles
