@@ -293,11 +293,6 @@ def test_fact14_local_optimality_of_the_single_input_demo():
         assert attsvm.classify_selection(prob, [1]) == ("local" if local else "feasible")
 
 
-def test_fact14_mmts_multi_input_is_not_reproducible_here():
-    pytest.skip("MMTS multi-input data use seeded torch noise (0.2·N(0, I), torch seed 0); "
-                "torch is not a dependency, so p^mm = (0.7124, 0.1443) cannot be rebuilt")
-
-
 def test_fact14_mmts_joint_and_loss_demo_p_svms():
     """The p-parts of the joint (v, p) demo and of the loss demo (docs/theory.md §4 P3, P4)."""
     tight = [[[0, 0], [1, 1]], [[0, 0], [1, -1]], [[0, 0], [0.5, 1]]]
