@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import limits
 from .config import CHUNK_RECORDS, ProblemSpec, TrainSpec, record_every
 from .problems import Problem
 from .training import default_init, train
 from .trajectory import Trajectory
 
-AUTO_RUN_WORK = 1e8   # runs cheaper than this (`live_work`) may be computed in one go
+AUTO_RUN_WORK = 1e8   # work units (≈ 0.1 s): cheaper runs may be computed in one go
 
 
 def live_work(prob: Problem, tspec: TrainSpec) -> float:
-    """A run's size as the app weighs it for running at once: steps·n·T·d (×2 for K, Q)."""
-    return tspec.steps * prob.n * prob.T * prob.d * (2 if tspec.param == "KQ" else 1)
+    """The whole run's price in work units (`limits.gd_work`, the one GD cost formula)."""
+    return limits.gd_work(n=prob.n, T=prob.T, d=prob.d, steps=tspec.steps,
+                          queries=prob.queries, param=tspec.param, m=tspec.m_for(prob))
 
 
 def live_every(steps: int) -> int:

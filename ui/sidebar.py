@@ -16,7 +16,6 @@ from attsvm.config import INIT_LABELS, INITS, ProblemSpec, TrainSpec
 from .upload_ui import upload_problem, upload_spec
 
 # Widget ranges: the active mode's caps (attsvm.limits), never above what the UI can draw.
-UI_MAX = dict(n=256, T=128, d=256, steps=200_000)
 PRESET_OPTIONS = ("random", *attsvm.PRESETS, "upload")
 PRESET_LABELS = {"random": "random (the paper's Gaussian instance)",
                  **{k: f"{k}: {v[1]}" for k, v in attsvm.PRESETS.items()},
@@ -32,9 +31,9 @@ SHARED_KEYS = ("preset", "n", "T", "d", "seed", "attention", "head", "lam", "par
 
 
 def caps() -> dict:
+    """The sidebar's widget ranges: the active mode's caps (attsvm.limits), in one place."""
     L = limits.current()
-    return dict(n=min(UI_MAX["n"], L.max_n), T=min(UI_MAX["T"], L.max_T),
-                d=min(UI_MAX["d"], L.max_d), steps=min(UI_MAX["steps"], L.max_steps))
+    return dict(n=L.max_n, T=L.max_T, d=L.max_d, steps=L.max_steps)
 
 
 def carried() -> dict:
