@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .config import ProblemSpec, TrainSpec, record_every
-from .metrics import numerical_rank
+from .metrics import correlation, numerical_rank
 from .problems import Problem, optimal_tokens
 from .svm import (classify_selection, locally_optimal_selections, solve_att_svm,
                   solve_generalized_svm)
@@ -164,3 +164,20 @@ def generalized_fit(prob: Problem, traj, *, threshold: float, norm: str) -> dict
     gen = solve_generalized_svm(prob, traj.W[-1], threshold=threshold, norm=norm)
     one = solve_att_svm(prob, traj.alpha, norm)
     return dict(run=traj, gen=gen, one=one)
+
+
+def generalized_gaps(run, gen, one) -> dict:
+    """1 − corr(W(k), ·) for the generalized SVM W^fin + R_k·W^dir (R_k fitted by least
+    squares at every k), W^dir alone and the one-token SVM; unavailable ones are left out."""
+    refs = {}
+    if gen.feasible and np.any(gen.W_dir):
+        R = np.einsum("kij,ij->k", run.W - gen.W_fin, gen.W_dir) / float(np.sum(gen.W_dir ** 2))
+        pred = gen.W_fin[None] + R[:, None, None] * gen.W_dir[None]     # (k, d, d)
+        num = np.einsum("kij,kij->k", run.W, pred)
+        den = np.linalg.norm(run.W, axis=(1, 2)) * np.linalg.norm(pred, axis=(1, 2))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            refs["W^fin + R_k·W^dir (generalized SVM)"] = 1 - num / den
+        refs["W^dir alone"] = 1 - correlation(run.W, gen.W_dir)
+    if one.feasible:
+        refs["one-token SVM W^mm_α"] = 1 - correlation(run.W, one.W)
+    return refs

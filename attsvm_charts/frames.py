@@ -5,7 +5,6 @@ import numpy as np
 import pandas as pd
 
 import attsvm
-
 from attsvm.config import selection_label
 
 
@@ -150,18 +149,63 @@ def singular_values(runs: dict) -> pd.DataFrame:
     return pd.concat(parts)
 
 
-def generalized_gaps(run, gen, one) -> dict:
-    """1 − corr(W(k), ·) for the generalized SVM W^fin + R_k·W^dir (R_k fitted by least
-    squares at every k), W^dir alone and the one-token SVM; unavailable ones are left out."""
-    refs = {}
-    if gen.feasible and np.any(gen.W_dir):
-        R = np.einsum("kij,ij->k", run.W - gen.W_fin, gen.W_dir) / float(np.sum(gen.W_dir ** 2))
-        pred = gen.W_fin[None] + R[:, None, None] * gen.W_dir[None]     # (k, d, d)
-        num = np.einsum("kij,kij->k", run.W, pred)
-        den = np.linalg.norm(run.W, axis=(1, 2)) * np.linalg.norm(pred, axis=(1, 2))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            refs["W^fin + R_k·W^dir (generalized SVM)"] = 1 - num / den
-        refs["W^dir alone"] = 1 - attsvm.correlation(run.W, gen.W_dir)
-    if one.feasible:
-        refs["one-token SVM W^mm_α"] = 1 - attsvm.correlation(run.W, one.W)
-    return refs
+def query_probs(prob, run, i: int, opt) -> pd.DataFrame:
+    """Sequence i's final softmax of every query (sequence modes): query, token, prob (NaN
+    where the query may not attend), selected (GD's pick), optimal."""
+    k, t = np.meshgrid(np.arange(prob.T), np.arange(prob.T), indexing="ij")
+    P = run.probs[-1, i]                                             # (K, T)
+    _, _, mask = prob.query_view()
+    return pd.DataFrame({"query": k.ravel(), "token": t.ravel(),
+                         "prob": np.where(mask, P, np.nan).ravel(),
+                         "selected": (t == run.alpha[i][:, None]).ravel(),
+                         "optimal": ((t == opt[i][:, None]) if opt is not None
+                                     else np.zeros_like(t, bool)).ravel()})
+
+
+def query_selected_weight(run) -> pd.DataFrame:
+    """Mean and min over queries of the selected tokens' softmax weight per record (tidy)."""
+    alpha = run.alpha
+    sel = np.take_along_axis(run.probs, np.broadcast_to(alpha[None, ..., None],
+                                                        run.probs.shape[:-1] + (1,)), -1)[..., 0]
+    k = len(run.steps)
+    return pd.DataFrame({"step": run.steps, "mean": sel.reshape(k, -1).mean(1),
+                         "min": sel.reshape(k, -1).min(1)}).melt(
+        id_vars="step", var_name="over queries", value_name="weight")
+
+
+def gap_curves(steps, refs: dict) -> pd.DataFrame:
+    """1 − corr per record for each reference (clipped at 1e-12 for log axes), tidy."""
+    return pd.concat([pd.DataFrame({"step": steps, "1 − corr": np.clip(v, 1e-12, None),
+                                    "reference": name}) for name, v in refs.items()])
+
+
+def kept_tokens(prob, s, selected) -> pd.DataFrame:
+    """Final softmax s (n, T) with O_i (`selected`) and each sequence's best single token."""
+    best = attsvm.token_scores(prob).argmax(1)
+    seq, tok = np.meshgrid(np.arange(prob.n), np.arange(prob.T), indexing="ij")
+    return pd.DataFrame({"seq": seq.ravel(), "token": tok.ravel(), "prob": s.ravel(),
+                         "selected": selected.ravel(),
+                         "optimal": (tok == best[:, None]).ravel()})
+
+
+def kept_sets(s, selected) -> pd.DataFrame:
+    """Per sequence: |O_i|, its tokens and the largest masked softmax weight."""
+    masked = ~selected
+    return pd.DataFrame({"sequence": np.arange(len(s)), "|O_i|": selected.sum(1),
+                         "kept tokens": [", ".join(map(str, np.nonzero(r)[0]))
+                                         for r in selected],
+                         "largest masked weight": [f"{s[i][masked[i]].max():.1e}"
+                                                   if masked[i].any() else "—"
+                                                   for i in range(len(s))]})
+
+
+def geometry_tables(X, Y, Z, v):
+    """The editable tables of 2-D data: tokens (sequence, token, x₁, x₂), sequences
+    (label Y, z₁, z₂) and the head vector (v₁, v₂)."""
+    n, T = X.shape[:2]
+    return (pd.DataFrame({"sequence": np.repeat(np.arange(n), T),
+                          "token": np.tile(np.arange(T), n),
+                          "x₁": X[:, :, 0].ravel(), "x₂": X[:, :, 1].ravel()}),
+            pd.DataFrame({"sequence": np.arange(n), "label Y": Y, "z₁": Z[:, 0],
+                          "z₂": Z[:, 1]}),
+            pd.DataFrame({"v₁": [v[0]], "v₂": [v[1]]}))

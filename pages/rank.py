@@ -8,22 +8,10 @@ from attsvm.metrics import RANK_RTOL
 from attsvm_charts import explorer as charts, frames
 from ui import cache, export_ui, hosted
 from ui.sidebar import specs
+from ui.views import rank as view
 from ui.widgets import BOUND, build, check_gd, check_svm, explained
 
-st.title("Rank collapse")
-st.markdown(
-    "Both SVM solutions see W only through W z_i, so their row space lies in span{z_i} and "
-    "rank ≤ min(n, d). The nuclear-norm solution W^mm_*, the limit of K Qᵀ, is much lower "
-    "rank still — and during training the small singular values of K(k)Q(k)ᵀ die off, "
-    "while those of W(k) do not.")
-st.info(f"**How ranks are measured here:** accurate interior-point solves (Clarabel, "
-        f"tolerances 1e-10) and the relative threshold σ_k > {RANK_RTOL:g}·σ_1; infeasible "
-        "instances are excluded and counted separately. The authors' notebook differs on both "
-        "counts: it counted an infeasible SVM as rank 1 (`matrix_rank(None) = 1`) and measured "
-        "SCS output with an absolute 1e-7 threshold, which inflates nuclear-norm ranks (even "
-        "above the bound n). The low-rank bias of K Qᵀ is stronger than the paper's plot "
-        "suggests.", icon=":material/info:")
-
+view.intro()
 # -- 1. during training ----------------------------------------------------------------------
 pspec, tspec = specs()
 st.subheader("1 · During training (sidebar problem)")

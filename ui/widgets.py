@@ -66,3 +66,12 @@ def settings_caption(pspec: ProblemSpec, tspec: TrainSpec | None = None):
     if tspec is not None:
         text += f"  \n**GD:** {tspec.label()}"
     st.caption(text)
+
+
+def optimal_or_warn(prob: attsvm.Problem, what: str = "No unique optimal token"):
+    """opt (the optimal tokens), or None with a warning "`what`: the reason" (a tie)."""
+    try:
+        return attsvm.optimal_tokens(prob)
+    except ValueError as exc:
+        st.warning(f"{what}: {exc}")
+        return None

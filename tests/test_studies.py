@@ -1,0 +1,69 @@
+"""attsvm.studies and attsvm.live: the pages' computations, tested without Streamlit."""
+import numpy as np
+import pandas as pd
+import pytest
+
+import attsvm
+from attsvm import limits, live, studies
+from attsvm.config import ProblemSpec, TrainSpec, norm_for
+
+
+def test_norm_for_pairs_each_parameterization_with_its_svm():
+    assert norm_for("W") == "fro" and norm_for("KQ") == "nuc"
+    assert TrainSpec(param="KQ").norm == "nuc"
+
+
+def test_train_kwargs_are_options_of_train():
+    prob = ProblemSpec(n=2, T=3, d=4).build()
+    kw = TrainSpec(param="KQ", m=9).train_kwargs(prob)
+    assert kw["m"] == 4 and kw["param"] == "KQ"
+    attsvm.train(prob, steps=2, **kw)                      # every key is accepted
+
+
+def test_overparam_fractions_count_each_outcome_per_d():
+    res = pd.DataFrame({"d": [2, 2, 2, 4], "kind": ["global", "local", "feasible", "global"],
+                        "opt_feasible": [True, None, False, True]})
+    frac = studies.overparam_fractions(res).set_index(["d", "outcome"])["fraction"]
+    g, loc, feas = studies.OVERPARAM_OUTCOMES
+    assert frac[(2, g)] == pytest.approx(1 / 3) and frac[(2, loc)] == pytest.approx(2 / 3)
+    assert frac[(2, feas)] == pytest.approx(1 / 3) and frac[(4, g)] == 1.0
+
+
+def test_rank_summary_averages_feasible_instances_only():
+    res = pd.DataFrame({"n": [2, 2, 2], "T": 3, "d": [3, 3, 3], "seed": [0, 1, 2],
+                        "feasible": [True, True, False], "rank_fro": [2, 2, np.nan],
+                        "rank_nuc": [1, 2, np.nan]})
+    agg = studies.rank_summary(res).set_index("norm")
+    assert agg.loc["W^mm_* (nuclear)", "rank"] == 1.5
+    assert agg.loc["W^mm (Frobenius)", "count"] == 2
+    assert agg.loc["W^mm (Frobenius)", "feasible"] == pytest.approx(2 / 3)
+
+
+def test_rank_cell_matches_direct_solves():
+    cell = studies.rank_cell(2, 3, 3, 0, 2)
+    for _, row in cell.iterrows():
+        prob = attsvm.random_problem(2, 3, 3, seed=int(row.seed))
+        sol = attsvm.solve_att_svm(prob, norm="nuc")
+        assert row.rank_nuc == attsvm.numerical_rank(sol.W)
+
+
+def test_overparam_cell_classifies_every_run_like_classify_selection():
+    base, tspec = ProblemSpec(n=3, T=3), TrainSpec(steps=50)
+    cell = studies.overparam_cell(base, tspec, 3, 3)
+    assert len(cell) == 3
+    for _, row in cell.iterrows():
+        prob = base.with_(d=3, seed=int(row.seed)).build()
+        assert row.kind == attsvm.classify_selection(prob, np.array(row.selection))
+
+
+def test_basins_plane_covers_a_grid_of_starts():
+    df = studies.basins(ProblemSpec(n=2, T=3, d=2), TrainSpec(steps=20), 0, 9, 2.0, True)
+    assert len(df) == 9 and sorted(set(df["a"])) == [-1.0, 0.0, 1.0]
+    assert df["prob"].between(0, 1).all()
+
+
+def test_live_work_is_the_gd_price():
+    prob = ProblemSpec().build()
+    tspec = TrainSpec(steps=500)
+    assert live.live_work(prob, tspec) == limits.gd_work(n=6, T=8, d=10, steps=500)
+    assert live.live_work(prob, tspec) < live.AUTO_RUN_WORK
