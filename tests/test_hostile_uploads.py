@@ -12,7 +12,6 @@ import struct
 import time
 import tracemalloc
 import zipfile
-import zlib
 
 import numpy as np
 import pytest

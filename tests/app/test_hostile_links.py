@@ -3,11 +3,10 @@ exception box, and the sidebar lists exactly the parameters that were not used, 
 from __future__ import annotations
 
 import pytest
+from conftest import assert_clean, open_link
 from streamlit.runtime.state.query_params import QueryParams
 
 from ui import links
-
-from conftest import assert_clean, open_link
 
 HUGE = "9" * 100_000
 NOTE = "Ignored link parameters"
@@ -31,8 +30,8 @@ CASES = [
     (None, {"n": "-3", "seed": "5"}, {"n"}, {"seed"}),
     ("rank.py", {"rank_inst": "1e400", "rank_T": HUGE}, {"rank_inst", "rank_T"}, set()),
     ("rank.py", {"rank_T": "5"}, set(), {"rank_T"}),
-    ("basins.py", {"bas_runs": "1e999", "bas_grid": "-0", "bas_seed": "2"}, {"bas_runs", "bas_grid"},
-     {"bas_seed"}),
+    ("basins.py", {"bas_runs": "1e999", "bas_grid": "-0", "bas_seed": "2"},
+     {"bas_runs", "bas_grid"}, {"bas_seed"}),
     ("nonlinear.py", {"nl_lam": "1e309", "nl_steps": "2.5"}, {"nl_lam", "nl_steps"}, set()),
     ("overparam.py", {"ovp_d": ["2", "1e400"], "ovp_runs": "1e400"}, {"ovp_runs"}, set()),
     ("reproduce.py", {"repro-local-convergence-runs": "1e400",
