@@ -30,7 +30,6 @@ from . import fastsvm
 from .core import (
     Progress,
     Result,
-    check_budget,
     fmt,
     mean_std,
     no_progress,
@@ -84,7 +83,6 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
     norm = "fro" if s.param == "W" else "nuc"
     curves, runs_rows = [], []
     for j, mode in enumerate(s.modes):
-        check_budget(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=s.runs, queries=mode, param=s.param)
         base, share = j / len(s.modes), 1 / len(s.modes)
         probs = [
             random_problem(s.n, s.T, s.d, seed=s.data_seed + r, attention=s.attention, queries=mode)
