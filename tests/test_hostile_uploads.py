@@ -336,3 +336,13 @@ def test_random_zip_structures_give_a_problem_or_a_field_error(members, method, 
     if cut:     # sometimes truncate or corrupt the archive
         data = data[: cut % (len(data) + 1)] if cut % 3 else data.replace(b"PK", b"KP", 1)
     _only_problem_or_field_error(data, "a.npz")
+
+
+@pytest.mark.parametrize("name", ["[x](javascript:alert(1)).csv", "<img src=x onerror=1>.csv",
+                                  "`a`*b*.csv", "\u202etxt.csv", "a" * 5000 + ".csv"])
+def test_a_hostile_file_name_is_quoted_inertly_in_the_problem_name(name):
+    p = attsvm.random_problem(n=2, T=3, d=2, seed=0)
+    q = aio.load_problem(aio.problem_to_csv(p), filename=name, limits=HOSTED)
+    shown = q.name[len("upload: "):]
+    assert "`" not in shown and len(shown) <= 60
+    assert all(c.isprintable() for c in shown)
