@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import zipfile
 
 import numpy as np
@@ -93,17 +94,30 @@ def load_problem(data: bytes, *, filename: str = "upload.csv",
 
 
 # -- NPZ ------------------------------------------------------------------------------------
+# Only these dtype kinds reach the parser's arithmetic: bool, signed and unsigned integers,
+# real floats (at most 8 bytes an item). No strings (except the one-word `head`), objects,
+# complex numbers, structured records or sub-arrays.
+NUMERIC_KINDS = "biuf"
+MAX_HEAD_CHARS = 32        # `head` is one word (linear / relu / quadratic)
+CHUNK = 64 * 1024          # bytes inflated at a time: a bomb is refused as soon as it is seen
+ZIP_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)   # what numpy.savez(_compressed) writes
+
+
+def _member_cap(L) -> int:
+    """Largest .npy member accepted: the biggest array the mode allows, plus its header."""
+    return 8 * L.max_n * L.max_T * L.max_d + 4096
+
+
 def _read_npz(data: bytes, L) -> dict:
-    max_floats = L.max_n * L.max_T * L.max_d
-    max_member = 8 * max_floats + 4096
+    max_member = _member_cap(L)
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
         infos = zf.infolist()
-    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+    except Exception as exc:   # zipfile raises many kinds on hostile central directories
         raise _err("file", "a valid NPZ (zip) archive", "a damaged or non-zip file") from exc
     if len(infos) > MAX_MEMBERS:
         raise _err("file", f"an NPZ with at most {MAX_MEMBERS} arrays", f"{len(infos)} members")
-    out = {}
+    out, total = {}, 0
     for info in infos:
         key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
         if key not in NPZ_KEYS:
@@ -112,39 +126,85 @@ def _read_npz(data: bytes, L) -> dict:
         field = NPZ_KEYS[key]
         if field in out:
             raise _err("file", "an NPZ naming each array once", f"two arrays for {field}")
+        if info.flag_bits & 0x1:
+            raise _err(FIELD[field], "an unencrypted array", "an encrypted member")
+        if info.compress_type not in ZIP_METHODS:
+            raise _err(FIELD[field], "stored or deflated (as numpy.savez writes)",
+                       f"compression method {info.compress_type}")
         if info.file_size > max_member:
             raise _err(FIELD[field], f"at most {_mb(max_member)} uncompressed in {L.mode} mode",
                        _mb(info.file_size))
-        try:
-            raw = zf.read(info)
-        except (zipfile.BadZipFile, OSError, ValueError, RuntimeError, EOFError) as exc:
-            raise _err("file", "a readable NPZ archive",
-                       f"a damaged member {quote_text(key)}") from exc
-        out[field] = _read_npy(raw, FIELD[field], text=field == "head", max_items=max_floats)
+        raw = _inflate(zf, info, key, FIELD[field], cap=max_member, L=L)
+        total += len(raw)
+        if total > 2 * max_member:       # X plus the small arrays, never more
+            raise _err("file", f"at most {_mb(2 * max_member)} of arrays in {L.mode} mode",
+                       "more")
+        out[field] = _read_npy(raw, FIELD[field], text=field == "head",
+                               max_items=L.max_n * L.max_T * L.max_d)
     return out
 
 
+def _inflate(zf, info, key: str, field: str, *, cap: int, L) -> bytes:
+    """A member's bytes, inflated CHUNK by CHUNK and refused as soon as they pass `cap`:
+    the size a zip header declares is the sender's word, a compression bomb lies in it."""
+    parts, size = [], 0
+    try:
+        with zf.open(info) as fh:
+            while True:
+                chunk = fh.read(CHUNK)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > cap:
+                    raise _err(field, f"at most {_mb(cap)} uncompressed in {L.mode} mode",
+                               f"more (it inflates past {_mb(cap)})")
+                parts.append(chunk)
+    except ValueError:
+        raise
+    except Exception as exc:   # bad CRC, truncated stream, broken deflate data, …
+        raise _err("file", "a readable NPZ archive",
+                   f"a damaged member {quote_text(key)}") from exc
+    return b"".join(parts)
+
+
 def _read_npy(raw: bytes, field: str, *, text: bool, max_items: int) -> np.ndarray:
+    """One .npy member: the header is checked (dtype whitelist, shape with Python-int
+    arithmetic, declared size = bytes present) before a single element is read."""
     f = io.BytesIO(raw)
     try:
         version = np.lib.format.read_magic(f)
+        if version not in ((1, 0), (2, 0)):
+            raise ValueError(version)
         read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
                        else np.lib.format.read_array_header_2_0)
-        shape, _, dtype = read_header(f)
-    except (ValueError, OSError, SyntaxError, TypeError) as exc:
+        shape, fortran, dtype = read_header(f, max_header_size=4096)
+    except Exception as exc:   # the header is a Python literal: anything can be wrong in it
         raise _err(field, "a valid .npy array", "an unreadable array header") from exc
-    kinds = "U" if text else "biuf"
-    if dtype.hasobject or dtype.kind not in kinds:
-        rule = "text" if text else "a numeric (integer or float) array"
+    if (not isinstance(shape, tuple) or len(shape) > 3
+            or not all(type(k) is int and k >= 0 for k in shape)):
+        raise _err(field, "at most 3-d with non-negative sizes", "a malformed shape")
+    items = math.prod(shape)                 # Python ints: no overflow
+    if items > max_items:
+        raise _err(field, f"at most 3-d with at most {max_items:,} entries",
+                   f"shape {_shape_text(shape)}")
+    if text:
+        ok = (dtype.kind == "U" and dtype.itemsize <= 4 * MAX_HEAD_CHARS and items == 1)
+        rule = f"one word of at most {MAX_HEAD_CHARS} characters"
+    else:
+        ok = (dtype.kind in NUMERIC_KINDS and dtype.itemsize <= 8)
+        rule = "a real numeric array (bool, integer or float of at most 64 bits)"
+    if not ok or dtype.hasobject or dtype.names is not None or dtype.subdtype is not None:
         raise _err(field, rule, f"dtype {quote_text(dtype.str)}")
-    if len(shape) > 3 or int(np.prod(shape, dtype=np.int64)) > max_items:
-        raise _err(field, f"at most 3-d with at most {max_items:,} entries", f"shape {shape}")
-    f.seek(0)
-    try:
-        arr = np.lib.format.read_array(f, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise _err(field, "a complete .npy array", "a truncated array") from exc
-    return arr
+    offset = f.tell()
+    if len(raw) - offset != items * dtype.itemsize:
+        raise _err(field, "a complete .npy array",
+                   f"{len(raw) - offset:,} data bytes for shape {_shape_text(shape)}")
+    arr = np.frombuffer(raw, dtype=dtype, count=items, offset=offset)
+    return arr.reshape(shape, order="F" if fortran else "C")
+
+
+def _shape_text(shape) -> str:
+    return quote_text(shape, 60)
 
 
 # -- CSV ------------------------------------------------------------------------------------

@@ -120,6 +120,7 @@ def card(name: str):
         overrides = {}
         # opened when a link set any of this card's settings, so the recipient sees them
         linked = any(k.startswith(f"repro-{name}-") for k in st.query_params)
+        refused = None
         with st.expander("Settings (the paper's by default)", expanded=linked):
             try:
                 cols = st.columns(3)
@@ -129,15 +130,18 @@ def card(name: str):
                         value = _widget(name, f.name, getattr(defaults, f.name))
                     if value != getattr(defaults, f.name):
                         overrides[f.name] = value
-                experiments.settings(name, **overrides)  # validate now
-            except ValueError as exc:
-                st.error(f"**Cannot run this:** {hosted.escape_markdown(exc)}", icon="🚫")
-                return
+                price = experiments.check(name, **overrides)  # validated and priced now
+            except ValueError as exc:   # bad settings, or over budget (which to lower)
+                refused = exc
+        if refused is not None:     # outside the expander: seen even when it is closed
+            st.error(f"**Cannot run this:** {hosted.escape_markdown(refused)}", icon="🚫")
+            return
         last = f"repro-{name}-last"
         if st.button("Run", key=f"repro-{name}-run", type="primary"):
             st.session_state[last] = json.dumps(overrides, sort_keys=True)
         if last not in st.session_state:
-            st.caption(f"Budget mode: {limits.mode()}. Click Run to reproduce with these settings.")
+            st.caption(f"Budget mode: {limits.mode()}; priced at ≈ {price.seconds:.2g} s of "
+                       "compute. Click Run to reproduce with these settings.")
             return
         try:
             res = run_experiment(name, st.session_state[last])

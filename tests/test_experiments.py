@@ -187,7 +187,7 @@ def test_unknown_experiment_is_refused():
 
 def test_hosted_budget_refuses_the_full_multi_token_sweep(monkeypatch):
     monkeypatch.setenv("ATTSVM_MODE", "hosted")
-    with pytest.raises(ValueError, match="allowed per action in hosted mode"):
+    with pytest.raises(ValueError, match="of compute .at most 3 s. per action in hosted mode"):
         experiments.run("multi-token")
 
 

@@ -12,7 +12,6 @@ Streamlit:
 from __future__ import annotations
 
 import functools
-import math
 import re
 import threading
 import time
@@ -21,6 +20,7 @@ import streamlit as st
 
 from attsvm.io import quote_text
 
+from . import links
 from .budget import Cancelled, Deadline, SessionBudget, compute_slot
 
 BUDGET_KEY = "_attsvm_session_budget"
@@ -49,22 +49,50 @@ def escape_markdown(text) -> str:
 
 
 def clean_link() -> dict:
-    """Snapshot the link's query parameters, then drop values Streamlit itself cannot
-    survive: a non-finite number ("inf", "1e999", "nan") bound to an integer widget raises
-    OverflowError inside st.number_input. Returns the snapshot for `report_ignored_params`."""
+    """Snapshot the link's query parameters, then drop every value `ui.links.refusal`
+    refuses, from the URL and from the initial values Streamlit seeds bound widgets with,
+    before any widget reads it (a non-finite number bound to an integer widget raises
+    OverflowError inside st.number_input). Returns the snapshot for
+    `report_ignored_params`."""
     before = st.query_params.to_dict()
     st.session_state[_DROPPED] = set()
-    for k, v in before.items():
-        try:
-            bad = not math.isfinite(float(v))
-        except (TypeError, ValueError, OverflowError):
-            bad = False
-        if bad:
-            del st.query_params[k]
+    refused = {}
+    for j, (k, v) in enumerate(_all_values().items()):
+        why = links.refusal(k, v, position=j)
+        if why:
+            refused[k] = why
+    if refused:
+        _forget(refused)
+    st.session_state[_REFUSED] = refused
     return before
 
 
+def _all_values() -> dict:
+    """Every parameter with all its values (a repeated parameter as a list)."""
+    out = {}
+    for k in st.query_params.keys():
+        vals = st.query_params.get_all(k)
+        out[k] = vals if len(vals) != 1 else vals[0]
+    return out
+
+
+def _forget(keys) -> None:
+    """Remove parameters from the URL and from the initial query values that Streamlit
+    seeds bound widgets with on a session's first run (streamlit 1.67's QueryParams keeps
+    them apart from the live URL; `tests/app/test_hostile_links.py` holds this to the
+    pinned version). `remove_param` is what Streamlit itself uses to clear a bound widget's
+    invalid URL value (st.query_params refuses to delete a bound parameter)."""
+    from streamlit.runtime.state.session_state_proxy import get_session_state
+    with get_session_state().query_params() as qp:
+        initial = getattr(qp, "_initial_query_params", None)
+        for k in keys:
+            qp.remove_param(k)      # as Streamlit clears a bound widget's invalid value
+            if isinstance(initial, dict):
+                initial.pop(k, None)
+
+
 _DROPPED = "_params_dropped_by_the_page"
+_REFUSED = "_params_refused_by_the_link_rules"
 
 
 def drop_param(key: str) -> None:
@@ -75,16 +103,34 @@ def drop_param(key: str) -> None:
     st.session_state.setdefault(_DROPPED, set()).add(key)
 
 
-def report_ignored_params(before: dict) -> None:
-    """Say which link parameters were dropped: Streamlit removes a bound widget's URL value
-    it cannot take (out of range, wrong type) and uses the default instead."""
+def ignored_params(before: dict) -> list[tuple[str, str, str]]:
+    """(parameter, value, reason) for each link parameter that was not used: refused by the
+    link rules, or dropped by its widget (out of range, not one of the choices). A parameter
+    that left the URL because it equals its widget's default was used, and is not listed."""
     after = st.query_params.to_dict()
     meant = st.session_state.get(_DROPPED, set())
-    dropped = [(k, v) for k, v in before.items() if k not in after and k not in meant]
+    refused = st.session_state.get(_REFUSED, {})
+    out = []
+    for k, v in before.items():
+        if k in meant:
+            continue
+        if k in refused:
+            out.append((k, v, refused[k]))
+        elif k not in after and not (k in st.session_state
+                                     and links.same_value(st.session_state[k], v)):
+            out.append((k, v, "out of range or not one of the choices"))
+    return out
+
+
+def report_ignored_params(before: dict) -> None:
+    """Say which link parameters were not used, and why; defaults are used instead."""
+    dropped = ignored_params(before)
     if dropped:
         st.sidebar.warning(
-            "Ignored link parameters (out of range or not a valid value), defaults used: "
-            + ", ".join(f"{quote_text(k, 20)} = {quote_text(v)}" for k, v in dropped[:8]),
+            "Ignored link parameters, defaults used: "
+            + "; ".join(f"{quote_text(k, 40)} = {quote_text(v)} ({why})"
+                        for k, v, why in dropped[:8])
+            + (f"; and {len(dropped) - 8} more" if len(dropped) > 8 else ""),
             icon=":material/link_off:")
 
 

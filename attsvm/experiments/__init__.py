@@ -17,6 +17,7 @@ from threadpoolctl import threadpool_limits
 
 from ..training import backend as _backend
 from . import (
+    budget,
     geometry,
     local_convergence,
     multi_token,
@@ -85,6 +86,7 @@ def run(name: str, settings_=None, *, progress: Progress = no_progress, **overri
     """Run experiment `name` with `settings_` (or the defaults with `overrides`)."""
     m = _module(name)
     s = settings_ if settings_ is not None else settings(name, **overrides)
+    budget.check(name, s)       # priced as a whole, refused before any work starts
     t0 = time.perf_counter()
     # One BLAS thread per call: every matrix here is small (d ≤ a few dozen), where BLAS
     # threads only add synchronization (measured: the regularization path 2.6 s single-
@@ -104,4 +106,17 @@ def run(name: str, settings_=None, *, progress: Progress = no_progress, **overri
     )
 
 
-__all__ = ["EXPERIMENTS", "Result", "run", "settings", "title", "paper_statistic", "notes"]
+def price(name: str, settings_=None, **overrides) -> budget.Price:
+    """What running `name` with these settings costs (work units, seconds, memory)."""
+    _module(name)
+    return budget.price(name, settings_ if settings_ is not None else settings(name, **overrides))
+
+
+def check(name: str, settings_=None, **overrides) -> budget.Price:
+    """`price`, refused (BudgetError naming what to lower) over the active mode's budget."""
+    _module(name)
+    return budget.check(name, settings_ if settings_ is not None else settings(name, **overrides))
+
+
+__all__ = ["EXPERIMENTS", "Result", "run", "settings", "title", "paper_statistic", "notes",
+           "price", "check"]

@@ -21,7 +21,6 @@ from typing import Callable, Iterator
 import numpy as np
 import pandas as pd
 
-from .. import limits
 from ..model import jax
 from ..problems import Problem, check_int
 from ..trajectory import Trajectory
@@ -77,29 +76,6 @@ def check_grid(name: str, values, lo: int, hi: int) -> tuple:
             f"`{name}` must be a non-empty list of integers in [{lo}, {hi}]; got {values!r}"
         )
     return vals
-
-
-def check_budget(
-    *, n: int, T: int, d: int, steps: int, runs: int, queries: str = "single", param: str = "W"
-):
-    """The active mode's work budget (attsvm.limits) for one GD sweep."""
-    limits.check_gd(n=n, T=T, d=d, steps=steps, runs=runs, queries=queries, param=param)
-
-
-def check_sweep_work(shapes, *, steps: int, runs_cap: int, what: str):
-    """A sweep of many candidate runs: each size within the caps, the summed work within the
-    per-action budget. shapes: list of ((n, T, d), candidate runs)."""
-    limits.check_size(
-        n=max(s[0] for s, _ in shapes),
-        T=max(s[1] for s, _ in shapes),
-        d=max(s[2] for s, _ in shapes),
-        steps=steps,
-        runs=runs_cap,
-    )
-    limits.check_work(
-        sum(limits.gd_work(n=n, T=T, d=d, steps=steps, runs=r) for (n, T, d), r in shapes),
-        what=what,
-    )
 
 
 # -- the device sweep ---------------------------------------------------------------------------

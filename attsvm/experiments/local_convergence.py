@@ -27,7 +27,7 @@ from ..problems import (
     token_scores,
 )
 from . import fastsvm
-from .core import Progress, Result, check_budget, fmt, no_progress, settings_dict, train_all
+from .core import Progress, Result, fmt, no_progress, settings_dict, train_all
 
 NAME = "local-convergence"
 TITLE = "Local convergence: softmax and correlation with W^mm_α / W^mm_*,α"
@@ -98,8 +98,6 @@ class Settings:
 
 
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
-    for param in s.params:
-        check_budget(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=s.runs, param=param)
     probs = [random_problem(s.n, s.T, s.d, seed=s.data_seed + r) for r in range(s.runs)]
     opt = np.stack([token_scores(p).argmax(-1) for p in probs])  # (R, n)
     trajs, share = {}, 0.8 / len(s.params)

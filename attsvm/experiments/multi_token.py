@@ -38,7 +38,6 @@ from .core import (
     Progress,
     Result,
     check_grid,
-    check_sweep_work,
     chunk_size,
     fmt,
     no_progress,
@@ -137,13 +136,6 @@ def _classify(s, select, mask):
 
 
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
-    # acceptance falls to ~1.6 % at d = 10 (docs/theory.md §4 E4): price ~64 candidates per run
-    check_sweep_work(
-        [((s.n, s.T, d), min(s.max_seeds, 64 * s.runs)) for d in s.ds],
-        steps=s.steps,
-        runs_cap=s.runs,
-        what="the multi-token candidate sweep",
-    )
     curves, scatter, counts = [], [], []
     C = chunk_size(10**9)  # fixed chunk: numbers independent of batch rounds
     for jd, d in enumerate(s.ds):

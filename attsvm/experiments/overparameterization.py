@@ -24,7 +24,6 @@ from . import fastsvm
 from .core import (
     Progress,
     Result,
-    check_budget,
     check_grid,
     fmt,
     no_progress,
@@ -106,8 +105,6 @@ def classify_runs(probs, alphas, norm: str = "fro") -> list[dict]:
 
 
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
-    for d in s.ds:
-        check_budget(n=s.n, T=s.T, d=d, steps=s.steps, runs=s.runs, param=s.param)
     rows = []
     for j, d in enumerate(s.ds):
         base, share = j / len(s.ds), 1 / len(s.ds)

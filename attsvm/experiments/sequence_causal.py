@@ -31,7 +31,6 @@ from . import fastsvm
 from .core import (
     Progress,
     Result,
-    check_budget,
     fmt,
     mean_std,
     no_progress,
@@ -85,7 +84,6 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
     norm = norm_for(s.param)
     curves, runs_rows = [], []
     for j, mode in enumerate(s.modes):
-        check_budget(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=s.runs, queries=mode, param=s.param)
         base, share = j / len(s.modes), 1 / len(s.modes)
         probs = [
             random_problem(s.n, s.T, s.d, seed=s.data_seed + r, attention=s.attention, queries=mode)

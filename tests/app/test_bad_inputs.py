@@ -8,7 +8,7 @@ import re
 
 import numpy as np
 import pytest
-from conftest import assert_clean, charts, open_page, texts
+from conftest import assert_clean, charts, open_link, open_page, texts
 
 import attsvm
 from attsvm import io as aio
@@ -43,7 +43,7 @@ def no_raw_markup(at) -> None:
 @pytest.mark.parametrize("page", list(PAGE_KEYS))
 def test_hostile_link_parameters_are_ignored_with_a_note(page):
     keys = SIDEBAR_KEYS + PAGE_KEYS[page]
-    at = open_page(page, query={k: HOSTILE[j % len(HOSTILE)] for j, k in enumerate(keys)})
+    at = open_link(page, {k: HOSTILE[j % len(HOSTILE)] for j, k in enumerate(keys)})
     assert_clean(at)
     note = " ".join(w.value for w in at.sidebar.warning)
     assert "Ignored link parameters" in note, note

@@ -50,3 +50,22 @@ def test_a_link_restores_a_cards_settings():
     assert at.text_input(key="repro-multi-token-ds").value == "(4, 6)"
     assert at.selectbox(key="repro-svm-rank-style").value == "published"
     # (the browser writes changed values into the URL: tests/e2e/test_links.py)
+
+
+def test_over_budget_settings_are_refused_before_run_naming_what_to_lower(monkeypatch):
+    """Hosted mode: a card whose settings are over budget shows why and no Run button; the
+    defaults that fit show their price."""
+    monkeypatch.setenv("ATTSVM_MODE", "hosted")
+    at = open_page("reproduce.py")
+    keys = {b.key for b in at.button}
+    assert "repro-regularization-path-run" in keys          # the paper's settings fit
+    assert any("priced at" in c.value for c in at.caption)
+    assert "repro-local-convergence-run" not in keys        # 100 runs × 2000 steps do not
+    assert any("local-convergence with these settings" in e.value and "`runs` ≤" in e.value
+               for e in at.error)
+    for k in ("n", "T", "d"):
+        at.number_input(key=f"repro-regularization-path-{k}").set_value(32)
+    at.run()
+    assert_clean(at)
+    assert "repro-regularization-path-run" not in {b.key for b in at.button}
+    assert any("regularization-path with these settings asks for" in e.value for e in at.error)
