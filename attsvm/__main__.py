@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import __version__, experiments
+from . import experiments
 from .experiments.core import jsonable
 
 
@@ -93,16 +93,7 @@ def write_result(res, out: Path, *, charts: bool = True, png: bool = True) -> li
         path = out / f"{key}.csv"
         df.to_csv(path, index=False)
         files.append(path)
-    meta = dict(
-        experiment=res.name,
-        attsvm_version=__version__,
-        settings=res.settings,
-        seconds=res.seconds,
-        backend=res.backend,
-        summary=res.summary,
-        notes=list(res.notes),
-        title=experiments.title(res.name),
-    )
+    meta = experiments.metadata(res)
     path = out / "settings.json"
     path.write_text(json.dumps(jsonable(meta), indent=2, ensure_ascii=False))
     files.append(path)

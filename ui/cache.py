@@ -8,11 +8,13 @@ Budgets (`attsvm.limits`) are checked by the callers *before* these run (see
 """
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import streamlit as st
 
 import attsvm
-from attsvm import live, studies
+from attsvm import experiments, live, studies
 from attsvm.config import ProblemSpec, TrainSpec
 
 from . import hosted
@@ -86,3 +88,17 @@ def rank_cell(n: int, T: int, d: int, seed0: int, instances: int, attention: str
 def generalized(pspec: ProblemSpec, tspec: TrainSpec, threshold: float) -> dict:
     return studies.generalized_fit(pspec.build(), train(pspec, tspec), threshold=threshold,
                                    norm=tspec.norm)
+
+
+@st.cache_data(max_entries=16, ttl=TTL, show_spinner=False)
+@hosted.metered
+def experiment(name: str, overrides_json: str) -> experiments.Result:
+    """One experiment run (cached by name and settings; the progress bar is replayed)."""
+    bar = st.progress(0.0, text="starting…")
+    res = experiments.run(
+        name,
+        **json.loads(overrides_json),
+        progress=lambda f, t: bar.progress(min(max(f, 0.0), 1.0), text=t),
+    )
+    bar.progress(1.0, text=f"done in {res.seconds:.1f} s")
+    return res

@@ -120,3 +120,20 @@ def check(name: str, settings_=None, **overrides) -> budget.Price:
 
 __all__ = ["EXPERIMENTS", "Result", "run", "settings", "title", "paper_statistic", "notes",
            "price", "check"]
+
+
+def metadata(res: Result) -> dict:
+    """What settings.json records about a result (the CLI's file and the app's download):
+    the experiment, its title, the attsvm version, settings, time, backend, summary, notes."""
+    from .. import __version__
+
+    return dict(
+        experiment=res.name,
+        attsvm_version=__version__,
+        settings=res.settings,
+        seconds=res.seconds,
+        backend=res.backend,
+        summary=res.summary,
+        notes=list(res.notes),
+        title=title(res.name),
+    )
