@@ -133,6 +133,10 @@ def build_bundle(*, problem: Problem | None, run: Trajectory | None = None,
         tables: name → pandas DataFrame (written as CSV).
         page, url: where the result was shown; the link that restores it.
         max_records: most trajectory records exported (subsampled beyond).
+
+    Long because it writes every member of one zip in order (problem, run, solutions,
+    charts, tables, the reproduce script, the manifest); split, each part would need the zip
+    and the settings.
     """
     if problem is None and (run is not None or solutions):
         raise ValueError("`problem` must be given with a run or solutions; got None")

@@ -209,6 +209,8 @@ def _shape_text(shape) -> str:
 
 # -- CSV ------------------------------------------------------------------------------------
 def _read_csv(data: bytes, L) -> dict:
+    """The arrays of an uploaded CSV, every cell checked against the caps `L`. Long because it
+    is one pass over the rows, each kind of row checked where it is read."""
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -81,6 +81,7 @@ def local_convergence(res) -> alt.VConcatChart:
 
 
 def geometry(res) -> alt.LayerChart:
+    """Long because it is one layered Altair chart (tokens, SVM rays, GD paths, labels)."""
     tokens, paths, rays = res.frames["tokens"], res.frames["paths"], res.frames["rays"]
     paths = paths.assign(GD=paths["param"].map(PARAM_LABEL))
     paths = paths[paths.step % 5 == 0]

@@ -123,7 +123,10 @@ def records_only(B: int, k: int, d: int, n: int, T: int):
 def bench_gd(*, runs: int, steps: int, loop_runs: int, repeats: int) -> dict:
     """Engine vs numpy loop at record_every = 1 (the headline), then where the time goes:
     the same call recording every 10th step, the GD arithmetic alone (two records), and
-    `records_only` (the output alone). The loop is also timed recording every 10th step."""
+    `records_only` (the output alone). The loop is also timed recording every 10th step.
+
+    Long because it is the benchmark's measurements in the order they are printed.
+    """
     probs = [problems.random_problem(6, 8, 10, seed=s) for s in range(runs)]
     out = {}
     sparse = 10 if steps % 10 == 0 else 1

@@ -73,3 +73,18 @@ def test_no_import_circle_among_the_projects_modules():
         if m not in state:
             visit(m, [m])
     assert not cycles, cycles
+
+
+def test_pages_are_short_and_long_functions_say_why():
+    pages = {p.name: len(p.read_text().splitlines()) for p in (ROOT / "pages").glob("*.py")}
+    assert all(n <= 100 for n in pages.values()), pages
+    unexplained = []
+    for pkg in (*PACKAGES, "pages"):
+        for path in (ROOT / pkg).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if not isinstance(node, ast.FunctionDef):
+                    continue
+                doc = " ".join((ast.get_docstring(node) or "").lower().split())
+                if node.end_lineno - node.lineno >= 60 and "long because" not in doc:
+                    unexplained.append(f"{path.relative_to(ROOT)}:{node.name}")
+    assert not unexplained, unexplained

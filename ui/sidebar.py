@@ -52,7 +52,11 @@ def _nav(pages):
 
 def render(pages=()) -> tuple[ProblemSpec, TrainSpec]:
     """Draw the sidebar (page links, then the settings) and return the specs (also kept
-    for `specs()`)."""
+    for `specs()`).
+
+    Long because it draws the sidebar's widgets top to bottom, in the order a visitor sees
+    them.
+    """
     c = caps()
     q = dict(bind="query-params")
     with st.sidebar:

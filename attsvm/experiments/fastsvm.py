@@ -139,6 +139,9 @@ def nuclear_barrier(
         M (P, a, b) primal solutions scaled to be feasible (min_j ⟨G_j, M⟩ = 1; NaN where
         that failed), and gap (P,) the certified relative duality gap (‖M‖_* − 1ᵀλ)/‖M‖_*
         of the feasible pair (M, λ) (inf where it failed).
+
+    Long because the barrier method (damped Newton centering, then t ← μ·t) is one algorithm
+    over one shared state; split, its steps would pass that state around.
     """
     P, m, a, b = G.shape
     # start: λ = c·1 with ‖N‖ = 1/2, and t with barrier gap (m + b)/t = the dual objective
@@ -254,6 +257,10 @@ def solve_many(probs, alphas=None, norm: str = "fro", *, support_tol: float = SU
         dict with W: list of (d, d) arrays or None (infeasible), feasible (B,) bool,
         objective (B,) ‖W‖ in that norm (NaN if infeasible), support: list of (n, T) bool
         (or None), margins: list of (n, T) arrays (or None).
+
+    Long because its three phases (the Frobenius LDP for every problem, the certified
+    nuclear barrier per shape group with a Clarabel fallback, the margins) fill the same
+    per-problem lists.
     """
     B = len(probs)
     alphas = [None] * B if alphas is None else list(alphas)

@@ -82,6 +82,9 @@ class Settings:
 
 
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
+    """The experiment, step by step as the authors' notebooks run it (initializations, GD for
+    both parameterizations, both SVMs, correlations at the reported steps); long because it
+    reads in the notebook's order."""
     prob = paper_problem(s.preset)
     d = prob.d
     rng = np.random.default_rng(s.seed)

@@ -98,6 +98,9 @@ class Settings:
 
 
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
+    """The experiment in the authors' order (data, GD for each parameterization, SVMs at GD's
+    selections, correlation curves, softmax statistics); long because it reads in the
+    notebook's order."""
     probs = [random_problem(s.n, s.T, s.d, seed=s.data_seed + r) for r in range(s.runs)]
     opt = np.stack([token_scores(p).argmax(-1) for p in probs])  # (R, n)
     trajs, share = {}, 0.8 / len(s.params)

@@ -136,6 +136,9 @@ def _classify(s, select, mask):
 
 
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
+    """The authors' acceptance loop: rounds of candidate seeds, a GD sweep, the softmax filter,
+    the SVMs of accepted runs. Long because the bookkeeping of which seeds count spans the
+    whole loop."""
     curves, scatter, counts = [], [], []
     C = chunk_size(10**9)  # fixed chunk: numbers independent of batch rounds
     for jd, d in enumerate(s.ds):

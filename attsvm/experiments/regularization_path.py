@@ -127,6 +127,8 @@ def _on_sphere(fun, radius, x0):
 
 
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
+    """The experiment in order (SVMs, the argmin over each ball radius R for both norms,
+    correlations); long because it reads as the theorem's statement does."""
     prob = random_problem(s.n, s.T, s.d, seed=s.data_seed)
     svm = {norm: solve_att_svm(prob, None, norm) for norm in ("fro", "nuc")}
     if not svm["fro"].feasible:

@@ -81,6 +81,8 @@ class Settings:
 
 
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
+    """The experiment for each query mode in order (data, GD, per-query SVMs, correlation
+    curves); long because it reads in that order."""
     norm = norm_for(s.param)
     curves, runs_rows = [], []
     for j, mode in enumerate(s.modes):
