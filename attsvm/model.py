@@ -1,6 +1,7 @@
 """One-layer softmax attention, its heads and losses, in pure JAX (float64).
 
-    s_ik = softmax_t( x_itᵀ W z_ik )  over the tokens query k may attend to   (arXiv 2308.16898 §2, eq. (1))
+    s_ik = softmax_t( x_itᵀ W z_ik )  over the tokens query k may attend to
+                                             (arXiv 2308.16898 §2, eq. (1))
     r_ik = X_iᵀ s_ik,   f_ik = h(r_ik)
     L(W) = Σ_i Σ_k w_ik ℓ(Y_ik f_ik),   w_ik = 1/n for real (i, k), 0 for padding
 

@@ -19,8 +19,12 @@ import pandas as pd
 from .config import ProblemSpec, TrainSpec, record_every
 from .metrics import correlation, numerical_rank
 from .problems import Problem, optimal_tokens
-from .svm import (classify_selection, locally_optimal_selections, solve_att_svm,
-                  solve_generalized_svm)
+from .svm import (
+    classify_selection,
+    locally_optimal_selections,
+    solve_att_svm,
+    solve_generalized_svm,
+)
 from .training import train, train_batch
 
 

@@ -32,7 +32,6 @@ from attsvm.svm import solve_att_svm
 from attsvm.training import RIDGE_EPS, backend, default_init, train, train_batch
 
 
-
 # -- the reference: a plain numpy loop, one run at a time, one step at a time ---------------------
 def numpy_gd(prob, init, param: str, *, steps: int, lr: float, ridge: float = RIDGE_EPS,
              record_every: int = 1):
@@ -230,7 +229,8 @@ def bench_svm(*, repeats: int) -> dict:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.bench", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.bench",
+                                 description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--loop-runs", type=int, default=10,

@@ -5,7 +5,8 @@ import streamlit as st
 import attsvm
 from attsvm import limits, studies
 from attsvm.metrics import RANK_RTOL
-from attsvm_charts import explorer as charts, frames
+from attsvm_charts import explorer as charts
+from attsvm_charts import frames
 from ui import cache, export_ui, hosted
 from ui.sidebar import specs
 from ui.views import rank as view

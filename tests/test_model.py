@@ -6,7 +6,6 @@ of it (tests/reference.py), and the closed-form gradient of docs/theory.md §1 (
 """
 from __future__ import annotations
 
-
 import hypothesis.extra.numpy as hnp
 import jax
 import jax.numpy as jnp

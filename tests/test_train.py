@@ -3,7 +3,6 @@ compilation reuse, saturation and overflow reports, and the paper's GD facts (do
 facts 6, 7, 10, 13)."""
 from __future__ import annotations
 
-
 import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
@@ -13,7 +12,6 @@ from reference import np_forward, np_gd, np_objective, rel
 from test_model import small_problem
 
 import attsvm
-
 from attsvm import batching, engine, training
 
 

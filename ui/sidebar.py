@@ -11,8 +11,8 @@ import streamlit as st
 
 import attsvm
 from attsvm import limits
-
 from attsvm.config import INIT_LABELS, INITS, ProblemSpec, TrainSpec
+
 from .upload_ui import upload_problem, upload_spec
 
 # Widget ranges: the active mode's caps (attsvm.limits), never above what the UI can draw.

@@ -11,9 +11,9 @@ import streamlit as st
 import attsvm
 from attsvm import io as aio
 from attsvm import limits
+from attsvm.config import ProblemSpec, custom_spec
 
 from . import hosted
-from attsvm.config import ProblemSpec, custom_spec
 
 FORMAT_HELP = (
     "**CSV**: header `kind,seq,token,label,f0,…,f{d-1}`; one `x` row per token "

@@ -7,9 +7,9 @@ import streamlit as st
 
 import attsvm
 from attsvm import limits
+from attsvm.config import ProblemSpec, TrainSpec
 
 from . import hosted
-from attsvm.config import ProblemSpec, TrainSpec
 
 BOUND = dict(bind="query-params")
 

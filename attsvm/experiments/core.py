@@ -23,8 +23,8 @@ import pandas as pd
 
 from ..model import jax
 from ..problems import Problem, check_int
-from ..trajectory import Trajectory
 from ..training import default_init, train_batch
+from ..trajectory import Trajectory
 
 Progress = Callable[[float, str], None]
 CPU_CHUNK = 256  # runs per compiled call on CPU (fits the caches; measured best)

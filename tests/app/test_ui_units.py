@@ -10,7 +10,8 @@ from hypothesis import strategies as hst
 import attsvm
 from attsvm import live
 from attsvm.config import ProblemSpec, TrainSpec, custom_spec, record_every
-from attsvm_charts import explorer as charts, frames
+from attsvm_charts import explorer as charts
+from attsvm_charts import frames
 from ui import linkdata
 
 
