@@ -30,6 +30,7 @@ RUN pip install -r requirements.txt \
  && if [ "$JAX_GPU" = "1" ]; then pip install "jax[cuda12]==$(pip show jax | sed -n 's/^Version: //p')"; fi
 
 COPY attsvm/ attsvm/
+COPY attsvm_charts/ attsvm_charts/
 COPY ui/ ui/
 COPY pages/ pages/
 COPY app.py .
