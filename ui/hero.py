@@ -51,27 +51,35 @@ def chart(paths: pd.DataFrame, rays: pd.DataFrame, tokens: pd.DataFrame, step: i
         color=alt.Color("GD:N", title="path (solid)",
                         scale=alt.Scale(range=["#d62728", "#1f77b4"])))
     tok = tokens.assign(x=tokens.x * lim / 2, y=tokens.y * lim / 2,
-                        kind=np.where(tokens.optimal, "optimal token ★", "token"))
+                        kind=np.where(tokens.optimal, "optimal token", "token"))
     pts = alt.Chart(tok).mark_point(filled=True, size=60, color="#666").encode(
         x=alt.X("x:Q", scale=scale), y=alt.Y("y:Q", scale=scale),
         shape=alt.Shape("kind:N", title=None))
     return (ray + path + pts).resolve_scale(color="independent").properties(
-        height=340, title=f"step {step:,}: GD paths W(k) z_i against the SVM rays")
+        width=430, height=400, title=f"step {step:,}: GD paths W(k) z_i against the SVM rays")
 
 
 def render() -> None:
     """Draw the hero; play it once per session, then on "Replay"."""
     paths, rays, tokens, corr = hero_data()
-    box = st.empty()
-    replay = st.button("Replay", key="hero_replay", icon=":material/replay:")
+    left, right = st.columns([3, 2], vertical_alignment="center")
+    box = left.empty()
+    with right:
+        st.markdown(
+            "**Watch it happen.** Two sequences of three 2-D tokens, one query each (the "
+            "paper's Figure 1). As gradient descent runs, W(k) z_i grows without bound, and "
+            "its *direction* settles on a max-margin SVM ray (dashed):")
+        st.markdown(
+            f"- GD on **W** → the Frobenius-norm SVM W^mm (corr {corr[('W', 'fro')]:.4f} at "
+            f"step 2,000)\n- GD on **K Qᵀ** → the nuclear-norm SVM W^mm_* (corr "
+            f"{corr[('KQ', 'nuc')]:.4f})")
+        st.caption("Same data, two parameterizations, two limits. Grey marks are the tokens "
+                   "(scaled), ● the optimal token of each sequence. The Geometry page lets "
+                   "you edit this data.")
+        replay = st.button("Replay", key="hero_replay", icon=":material/replay:")
     play = replay or not st.session_state.get(PLAYED)
     st.session_state[PLAYED] = True
     for step in (FRAMES if play else FRAMES[-1:]):
         box.altair_chart(chart(paths, rays, tokens, step))
         if play and step != FRAMES[-1]:
             time.sleep(0.12)
-    st.caption(
-        f"The same data, two parameterizations, two limits: GD on W lines up with the "
-        f"Frobenius-norm SVM (corr {corr[('W', 'fro')]:.4f} at step 2,000) and GD on K Qᵀ "
-        f"with the nuclear-norm SVM (corr {corr[('KQ', 'nuc')]:.4f}); tokens (scaled) mark "
-        f"each sequence's optimal token with ★. The Geometry page lets you edit this data.")

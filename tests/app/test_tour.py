@@ -15,7 +15,7 @@ def test_overview_draws_the_hero_and_links_the_tour():
     assert len(charts(at)) == 1
     assert "step 2,000" in charts(at)[0].proto.spec
     cap = texts(at)
-    assert "Frobenius-norm SVM (corr 0.999" in cap and "nuclear-norm SVM (corr 0.999" in cap
+    assert "Frobenius-norm SVM W^mm (corr 0.999" in cap and "W^mm_* (corr 0.999" in cap
     at.button(key="hero_replay").click().run()     # replay draws the same final frame
     assert_clean(at)
     assert len(charts(at)) == 1
