@@ -30,7 +30,8 @@ CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 # url path -> file stem for the screenshot; every page of app.py
-PAGES = {"": "overview", "start-here": "tour", "token-selection": "playground", "geometry-2d": "geometry",
+PAGES = {"": "overview", "start-here": "tour", "token-selection": "playground",
+         "geometry-2d": "geometry",
          "local-optima": "basins", "over-parameterization": "overparam",
          "rank-collapse": "rank", "nonlinear-heads": "nonlinear",
          "causal-attention": "sequences"}
