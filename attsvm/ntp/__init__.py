@@ -15,7 +15,7 @@ from .graph import (PriorityGraphs, cyclic_basis, local_graphs, priority_graphs,
                     reduced_mask, scc_ids, selection_sets, top_scc_mass)
 from .problem import NTPProblem, random_ntp_problem
 from .svm import GraphSvm, kkt_residuals, solve_graph_svm
-from .train import (NTPTrajectory, decomposition, default_init, fit_R, loss_floor, solve_wfin,
+from .gd import (NTPTrajectory, decomposition, default_init, fit_R, loss_floor, solve_wfin,
                     train)
 
 __all__ = [
