@@ -77,7 +77,7 @@ def test_final_correlation_and_R_match_the_authors(authors):
 
 
 def test_loss_floor_is_exactly_the_closed_form(authors):
-    """Floors m·ln2/n: each 2-cycle hit by two opposite labels costs 2 ln 2 (FOLLOWUPS §3.3)."""
+    """Floors m·ln2/n: each 2-cycle hit by two opposite labels costs 2 ln 2 (the authors' printed W^fin losses)."""
     Fs, probs, tr, fin, _ = authors
     expected_m = [2, 4, 2, 6, 2]                 # instances 0-4 of the authors' notebook
     for b, p in enumerate(probs):
@@ -88,7 +88,7 @@ def test_loss_floor_is_exactly_the_closed_form(authors):
 
 
 def test_instance_0_by_hand(authors):
-    """FOLLOWUPS §3.3: only non-trivial SCC {0, 5} in G^(2); reduced sequences [5, 0] twice."""
+    """The authors' printed data of instance 0: only non-trivial SCC {0, 5} in G^(2); reduced sequences [5, 0] twice."""
     _, probs, tr, _, svms = authors
     p = probs[0]
     g = priority_graphs(p)
@@ -203,7 +203,7 @@ def test_a_new_learning_rate_does_not_recompile():
 
 # -- the local variant ------------------------------------------------------------------------
 def test_local_graph_svm_explains_gen_head_training():
-    """arXiv 2403.08081 local convergence (FOLLOWUPS §3.3 L): 'gen' head, lsq2, NGD lr 0.1."""
+    """arXiv 2403.08081 local convergence notebook: 'gen' head, lsq2, NGD lr 0.1."""
     p = random_ntp_problem(6, 4, 6, 8, seed=5)
     tr = train(p, 2000, 0.1, head="gen", loss="lsq2", record_every=100)
     lg = local_graphs(p, tr.probs[-1])

@@ -1,4 +1,4 @@
-"""Gradient descent on next-token prediction (arXiv 2403.08081 §2; FOLLOWUPS §3.1), and the
+"""Gradient descent on next-token prediction (arXiv 2403.08081; the authors' `train_utils.py`), and the
 decomposition W(τ) ≈ W^fin + R(τ)·W^svm (§3 there).
 
     a_it = x_itᵀ W z_i  (z_i = x_iT),  s_i = softmax over the attendable tokens (mask)
@@ -9,7 +9,7 @@ decomposition W(τ) ≈ W^fin + R(τ)·W^svm (§3 there).
 
 With the identity head, −log p_i is computed as softplus(LSE_{t∉y}(a) − LSE_{t∈y}(a)): the
 textbook logsumexp(a) − a_y has the gradient s − onehot(y), whose label entry s_y − 1 cancels
-to 0 in float64 once 1 − s_y < 2⁻⁵³ (FOLLOWUPS §4b). The authors add ε₀ inside the log
+to 0 in float64 once 1 − s_y < 2⁻⁵³ (the softmax-gradient cancellation). The authors add ε₀ inside the log
 (log(p + ε₀)); that shifts nothing at these scales (relative 1e-16).
 
 A gradient that is pure roundoff (‖∇L‖ below 1e-13 of the sum of the absolute per-token
@@ -248,16 +248,17 @@ def train(prob, steps: int = 4000, lr: float = 0.01, *, init=None, loss: str = "
 
 def solve_wfin(prob, steps: int = 4000, lr: float = 0.01, *, loss: str = "nll",
                head: str = "iden", optimizer: str = "ngd", record_every: int | None = None,
-               scc=None) -> NTPTrajectory:
+               scc=None, anchors=None) -> NTPTrajectory:
     """W^fin ("soft composition"): the same GD from W = 0 on the reduced data — each
     sequence cut to the tokens of its label's SCC, sequences without another such token
     dropped, the loss still divided by the full n (the authors' `train_Wfin`). Every
     gradient lies in the cyclic subspace S_fin, so W^fin ∈ S_fin. `scc`: SCC ids to reduce
-    by (default the data's; the local graph's for the local W^fin)."""
+    by (default the data's; the local graph's for the local W^fin) and `anchors` whose
+    SCC to keep (default the labels; see `reduced_mask`)."""
     single = isinstance(prob, NTPProblem)
     probs = _check_probs(prob)
     cfg = _settings(steps, lr, loss, head, optimizer, record_every or steps)
-    datas = [problem_data(p, reduced_mask(p, scc_ids(p) if scc is None else scc))
+    datas = [problem_data(p, reduced_mask(p, scc_ids(p) if scc is None else scc, anchors))
              for p in probs]
     d = probs[0].d
     tr = run_batch(datas, [np.zeros((d, d))] * len(probs), **cfg)
@@ -276,7 +277,7 @@ def fit_R(W, W_fin, W_svm) -> float | np.ndarray:
     return float(r) if np.ndim(r) == 0 else r
 
 
-def decomposition(prob: NTPProblem, W, W_fin, W_svm, scc=None) -> dict:
+def decomposition(prob: NTPProblem, W, W_fin, W_svm, scc=None, anchors=None) -> dict:
     """The measures of arXiv 2403.08081's experiments for W (…, d, d) (a trajectory or one
     matrix), W_fin (same shape, or one matrix), W_svm (d, d):
 
@@ -287,7 +288,7 @@ def decomposition(prob: NTPProblem, W, W_fin, W_svm, scc=None) -> dict:
     W = np.asarray(W, float)
     W_fin = np.asarray(W_fin, float)
     fin_final = W_fin if W_fin.ndim == 2 else W_fin[-1]
-    basis = cyclic_basis(prob, scc)
+    basis = cyclic_basis(prob, scc, anchors)
     PW = project(basis, W)
     R = fit_R(W, fin_final, W_svm)
     R_last = R if np.ndim(R) == 0 else R[-1]

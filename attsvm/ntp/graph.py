@@ -1,5 +1,5 @@
 """Token-priority graphs (TPGs) and their strongly connected components (arXiv 2403.08081
-§3, "token-priority graph"; FOLLOWUPS §3.2).
+"token-priority graph"; the authors' `Tarjan.initialize`).
 
 One directed graph G^(k) on the vocabulary [K] per last token k: every sequence i ending in k
 (x_iT = e_k) adds an edge y_i → j for every other token j of X_i ("the label has priority
@@ -11,7 +11,7 @@ SCC ids here are canonical: per graph, the SCCs are numbered in a topological or
 condensation, 0 = highest priority (ties broken by the smallest token id, untouched tokens
 last). Rows of last tokens that no sequence ends in are -1.
 
-The *local* graph (§3.3 L of FOLLOWUPS; the authors' `Tarjan.initialize_local`) replaces
+The *local* graph (the authors' local-convergence notebook, `Tarjan.initialize_local`) replaces
 the label by the set C_i of tokens GD actually selected (attention mass > `select`) and
 leaves out the ambiguous tokens E_i (mass in (`ambiguous`, `select`]).
 """
@@ -45,6 +45,12 @@ class PriorityGraphs:
     scc: np.ndarray
     winners: tuple
     excluded: tuple
+
+    @property
+    def anchors(self) -> np.ndarray:
+        """(n,) the first winner of each sequence (its label for the data graphs): the SCC
+        of the anchor is the sequence's top SCC, which W^fin composes."""
+        return np.array([w[0] if w else -1 for w in self.winners], np.int64)
 
     @property
     def cyclic(self) -> np.ndarray:
@@ -150,29 +156,38 @@ def local_graphs(prob: NTPProblem, mass, *, select: float = SELECT,
 
 
 # -- the cyclic part: reduced data and the subspace S_fin --------------------------------------
-def reduced_mask(prob: NTPProblem, scc=None) -> np.ndarray:
+def _anchors(prob: NTPProblem, anchors):
+    return prob.labels if anchors is None else np.asarray(anchors, np.int64)
+
+
+def reduced_mask(prob: NTPProblem, scc=None, anchors=None) -> np.ndarray:
     """(n, T) bool: the tokens of each sequence in its label's SCC (of G^(k_i)), for the
     sequences where that SCC holds at least one other token of the sequence (the others
-    are dropped: all False). The data of W^fin ("soft composition")."""
+    are dropped: all False). The data of W^fin ("soft composition").
+
+    `anchors` (n,): the token whose SCC is kept (default the labels; for the local graphs
+    a selected token, `PriorityGraphs.anchors` — the authors reduce by the label's local
+    SCC, which drops a cycle among selected tokens that does not contain the label)."""
     scc = scc_ids(prob) if scc is None else np.asarray(scc)
     k = prob.last
     S = scc[k]                                                  # (n, K)
     tok_scc = np.take_along_axis(S, prob.tokens, axis=1)        # (n, T)
-    lab_scc = S[np.arange(prob.n), prob.labels]                 # (n,)
+    lab_scc = S[np.arange(prob.n), _anchors(prob, anchors)]     # (n,)
     mask = tok_scc == lab_scc[:, None]
     mask &= (mask.sum(1) >= 2)[:, None]
     return mask
 
 
-def cyclic_basis(prob: NTPProblem, scc=None, *, rtol: float = 1e-10) -> np.ndarray:
+def cyclic_basis(prob: NTPProblem, scc=None, anchors=None, *, rtol: float = 1e-10
+                 ) -> np.ndarray:
     """Orthonormal (Frobenius) basis (r, d, d) of the cyclic subspace S_fin: the span of
     (e_j − ē_C) e_kᵀ over every token j of the label's SCC C of G^(k), for each sequence
     that keeps a reduced sample (ē_C the mean of C's embeddings; the authors' `cal_Sfin`)."""
     scc = scc_ids(prob) if scc is None else np.asarray(scc)
-    keep = reduced_mask(prob, scc).any(1)
+    keep = reduced_mask(prob, scc, anchors).any(1)
     gens = []
     for i in np.flatnonzero(keep):
-        k, y = prob.last[i], prob.labels[i]
+        k, y = prob.last[i], _anchors(prob, anchors)[i]
         members = np.flatnonzero(scc[k] == scc[k, y])
         C = prob.E[members] - prob.E[members].mean(0)
         gens += [np.outer(c, prob.E[k]).ravel() for c in C]
@@ -193,7 +208,7 @@ def project(basis: np.ndarray, W) -> np.ndarray:
     return np.einsum("...r,rab->...ab", c, basis)
 
 
-def top_scc_mass(prob: NTPProblem, probs, scc=None) -> np.ndarray:
+def top_scc_mass(prob: NTPProblem, probs, scc=None, anchors=None) -> np.ndarray:
     """Attention mass on the label's SCC — the highest-priority SCC present in the sequence,
     since the label beats every other token of it: Σ_{t: scc(ids_it) = scc(y_i)} s_it.
 
@@ -202,5 +217,5 @@ def top_scc_mass(prob: NTPProblem, probs, scc=None) -> np.ndarray:
     scc = scc_ids(prob) if scc is None else np.asarray(scc)
     S = scc[prob.last]
     same = (np.take_along_axis(S, prob.tokens, axis=1)
-            == S[np.arange(prob.n), prob.labels][:, None])      # (n, T)
+            == S[np.arange(prob.n), _anchors(prob, anchors)][:, None])      # (n, T)
     return np.sum(np.asarray(probs) * same, axis=-1)

@@ -164,7 +164,8 @@ def random_ntp_problem(n: int = 6, T: int = 4, K: int = 6, d: int = 8, seed: int
       SCC of size ≥ 2), as the authors' `next_data(check_asyc=False)` does.
 
     Drawn by ``numpy.random.default_rng(seed)`` (the authors' torch stream cannot be
-    reproduced; their instances are in the fixtures, see FOLLOWUPS §3.5 pitfall 3).
+    reproduced: every `nn.Linear` they build consumes it; rerun their exported instances
+    instead, `reproduce ntp-global --set fixtures=DIR`).
     """
     n = check_int("n", n, 1, MAX_N)
     K = check_int("K", K, 2, MAX_K)

@@ -1,4 +1,4 @@
-"""The Graph-SVM (arXiv 2403.08081 §3, "Graph-SVM"; FOLLOWUPS §3.2): the max-margin
+"""The Graph-SVM (arXiv 2403.08081, "Graph-SVM"; the authors' `W_svm_solver_cvxpy`): the max-margin
 direction that enforces the priority order between SCCs and equal priority inside them.
 
     W^svm = argmin ‖W‖_F  s.t. for every sequence i (k = its last token), every winner
