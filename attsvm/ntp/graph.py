@@ -208,14 +208,19 @@ def project(basis: np.ndarray, W) -> np.ndarray:
     return np.einsum("...r,rab->...ab", c, basis)
 
 
+def top_scc_tokens(prob: NTPProblem, scc=None, anchors=None) -> np.ndarray:
+    """(n, T) bool: token t of sequence i is in its top SCC — the label's SCC of G^(k_i),
+    the highest-priority SCC present in the sequence, since the label beats every other
+    token of it (or the anchor's, see `reduced_mask`)."""
+    scc = scc_ids(prob) if scc is None else np.asarray(scc)
+    S = scc[prob.last]
+    return (np.take_along_axis(S, prob.tokens, axis=1)
+            == S[np.arange(prob.n), _anchors(prob, anchors)][:, None])
+
+
 def top_scc_mass(prob: NTPProblem, probs, scc=None, anchors=None) -> np.ndarray:
-    """Attention mass on the label's SCC — the highest-priority SCC present in the sequence,
-    since the label beats every other token of it: Σ_{t: scc(ids_it) = scc(y_i)} s_it.
+    """Attention mass on the top SCC, Σ_{t in top SCC} s_it (`top_scc_tokens`).
 
     probs: (..., n, T) attention; returns (..., n). (The authors' plotted `attn_probs` is
     the largest mass over all SCCs, which equals this once it exceeds ½.)"""
-    scc = scc_ids(prob) if scc is None else np.asarray(scc)
-    S = scc[prob.last]
-    same = (np.take_along_axis(S, prob.tokens, axis=1)
-            == S[np.arange(prob.n), _anchors(prob, anchors)][:, None])      # (n, T)
-    return np.sum(np.asarray(probs) * same, axis=-1)
+    return np.sum(np.asarray(probs) * top_scc_tokens(prob, scc, anchors), axis=-1)
