@@ -1,11 +1,10 @@
 """Next-token prediction (arXiv 2403.08081): token-priority graphs, the Graph-SVM and
 "hard retrieval, soft composition", live."""
 import numpy as np
-import pandas as pd
 import streamlit as st
 
 from attsvm import ntp
-from ui import charts, export_ui, ntp_charts, ntp_view
+from ui import export_ui, ntp_charts, ntp_view
 from ui.widgets import BOUND, explained
 
 st.title("Next-token prediction")
@@ -26,16 +25,12 @@ steps = c[3].number_input("steps", 200, 20_000, 4000, step=200, key="ntp_steps",
 lr = c[4].number_input("lr (normalized GD)", 0.001, 1.0, 0.01, format="%.3f", key="ntp_lr",
                        **BOUND)
 shape = c[5].text_input("random n × T", "6x4", key="ntp_shape", **BOUND)
+st.caption("This page has its own settings (above); the sidebar's problem does not apply.")
 
 
 def draw():
     with explained():
-        try:
-            n, T = (int(v) for v in shape.lower().replace("×", "x").split("x"))
-        except ValueError:
-            raise ValueError(f"`random n × T` must read like 6x4; got {shape!r}") from None
-        p = ntp.random_ntp_problem(n, min(T, int(K)), int(K), int(d), seed=int(seed))
-    st.session_state["ntp_seqs"] = ntp_view.format_sequences(p.tokens, p.labels)
+        st.session_state["ntp_seqs"] = ntp_view.random_text(shape, int(K), int(d), int(seed))
 
 
 if "ntp_seqs" not in st.session_state and "ntp_seqs" not in st.query_params:
@@ -80,17 +75,8 @@ slots = [st.empty() for _ in range(2)]
 
 def show(res):
     df = ntp_view.frames(prob, res, W_svm)
-    long = df.melt(id_vars="step", var_name="measure").assign(
-        measure=lambda x: x.measure.map(ntp_charts.LABELS))
-    main = long[long.measure.isin([ntp_charts.LABELS[m] for m in
-                                   ("corr_svm", "corr_fit", "top_mass")])]
-    side = long[long.measure.isin([ntp_charts.LABELS[m] for m in ("wfin_gap", "R", "loss")])]
-    slots[0].altair_chart(charts.curves(main, y="value", color="measure", x_max=int(steps),
-                                        title="Hard retrieval: correlations and top-SCC mass",
-                                        y_title="value"))
-    slots[1].altair_chart(charts.curves(side, y="value", color="measure", x_max=int(steps),
-                                        title="Soft composition: ‖Π_S W − W^fin‖, R(τ), loss",
-                                        y_title="value", log_y=False))
+    for slot, chart in zip(slots, ntp_charts.run_charts(df, int(steps))):
+        slot.altair_chart(chart)
     return df
 
 
@@ -98,22 +84,20 @@ W0 = ntp.default_init(prob, seed=int(seed))
 cache = st.session_state.setdefault("ntp_runs", {})
 if key not in cache:
     cache.clear()
-    cache[key] = ntp_view.live_run(prob, W0, int(steps), float(lr), on_chunk=show)
+    bar = st.progress(0.0, text="Normalized GD on W and W^fin…")
+
+    def live(res):
+        bar.progress(res["tr"].steps[-1] / int(steps), text=f"GD: step {res['tr'].steps[-1]:,}")
+        show(res)
+
+    cache[key] = ntp_view.live_run(prob, W0, int(steps), float(lr), on_chunk=live)
+    bar.empty()
 res = cache[key]
 df = show(res)
-last = df.iloc[-1]
-st.markdown(f"**After {int(steps):,} steps:** loss {last.loss:.4f} (floor "
-            f"{ntp.loss_floor(prob):.4f}), attention on the top SCC {last.top_mass:.4f}"
-            + (f", corr(W, W^svm) **{last.corr_svm:.4f}**, corr(W, W^fin + R·W^svm) "
-               f"{last.corr_fit:.4f}, R = {last.R:.3f}, ‖Π_S W − W^fin‖ = {last.wfin_gap:.2e}"
-               if W_svm is not None else ""))
-S = res["tr"].probs[-1]
-bars = pd.DataFrame(dict(seq=np.repeat(np.arange(prob.n), prob.T), token=prob.tokens.ravel(),
-                         mass=S.ravel(), top=ntp.top_scc_tokens(prob).ravel()))
-att = ntp_charts.attention_bars(bars, title="Final attention per sequence (red: its top SCC)")
+st.markdown(ntp_view.summary(prob, df, int(steps)))
+att = ntp_charts.attention_bars(ntp_view.attention_frame(prob, res["tr"].probs[-1]),
+                                title="Final attention per sequence (red: its top SCC)")
 st.altair_chart(att)
 export_ui.export_button(key="ntp_export", problem=None, page="Next-token prediction",
                         charts={"graphs": heat, "attention": att},
-                        tables={"curves": df, "sequences": pd.DataFrame(
-                            dict(tokens=[" ".join(map(str, r)) for r in prob.tokens],
-                                 label=prob.labels)), "vocabulary": pd.DataFrame(prob.E)})
+                        tables=ntp_view.tables(prob, df))

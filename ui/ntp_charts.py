@@ -105,3 +105,18 @@ def attention_bars(df: pd.DataFrame, *, title: str) -> alt.Chart:
         column=alt.Column("seq:N", title="sequence"),
         tooltip=["seq:N", "token:N", alt.Tooltip("mass:Q", format=".4g"), "top:N"],
     ).properties(title=title, width=60, height=140)
+
+
+def run_charts(df: pd.DataFrame, steps: int) -> tuple:
+    """The page's two run charts from `ui.ntp_view.frames`: hard retrieval (correlations,
+    top-SCC mass) and soft composition (‖Π_S W − W^fin‖, R(τ), loss)."""
+    from .charts import curves
+    long = df.melt(id_vars="step", var_name="measure").assign(
+        measure=lambda x: x.measure.map(LABELS))
+    pick = lambda ms: long[long.measure.isin([LABELS[m] for m in ms])]  # noqa: E731
+    hard = curves(pick(("corr_svm", "corr_fit", "top_mass")), y="value", color="measure",
+                  x_max=steps, title="Hard retrieval: correlations and top-SCC mass",
+                  y_title="value")
+    soft = curves(pick(("wfin_gap", "R", "loss")), y="value", color="measure", x_max=steps,
+                  title="Soft composition: ‖Π_S W − W^fin‖, R(τ), loss", y_title="value")
+    return hard, soft

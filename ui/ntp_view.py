@@ -9,7 +9,8 @@ import pandas as pd
 
 from attsvm import limits
 from attsvm.experiments.ntp import curves
-from attsvm.ntp import NTPProblem, PriorityGraphs, gd, reduced_mask, top_scc_mass
+from attsvm.ntp import (NTPProblem, PriorityGraphs, gd, loss_floor, random_ntp_problem,
+                        reduced_mask, top_scc_mass, top_scc_tokens)
 
 from . import hosted
 
@@ -154,3 +155,38 @@ def frames(prob: NTPProblem, res: dict, W_svm) -> pd.DataFrame:
         return pd.DataFrame(dict(step=tr.steps, loss=tr.loss,
                                  top_mass=top_scc_mass(prob, tr.probs).mean(-1)))
     return curves(prob, tr, fin, W_svm)
+
+
+def random_text(shape: str, K: int, d: int, seed: int) -> str:
+    """The editor's text for the authors' generator at "n x T" (T capped at K)."""
+    try:
+        n, T = (int(v) for v in str(shape).lower().replace("×", "x").split("x"))
+    except ValueError:
+        raise ValueError(f"`random n × T` must read like 6x4; got {shape!r}") from None
+    p = random_ntp_problem(n, min(T, K), K, d, seed=seed)
+    return format_sequences(p.tokens, p.labels)
+
+
+def summary(prob: NTPProblem, df: pd.DataFrame, steps: int) -> str:
+    last = df.iloc[-1]
+    text = (f"**After {steps:,} steps:** loss {last.loss:.4f} (floor {loss_floor(prob):.4f}), "
+            f"attention on the top SCC {last.top_mass:.4f}")
+    if "corr_svm" in df:
+        text += (f", corr(W, W^svm) **{last.corr_svm:.4f}**, corr(W, W^fin + R·W^svm) "
+                 f"{last.corr_fit:.4f}, R = {last.R:.3f}, ‖Π_S W − W^fin‖ = "
+                 f"{last.wfin_gap:.2e}")
+    return text
+
+
+def attention_frame(prob: NTPProblem, probs) -> pd.DataFrame:
+    """Final attention (n, T) as rows seq, token, mass, top (in the top SCC)."""
+    return pd.DataFrame(dict(seq=np.repeat(np.arange(prob.n), prob.T),
+                             token=prob.tokens.ravel(), mass=np.asarray(probs).ravel(),
+                             top=top_scc_tokens(prob).ravel()))
+
+
+def tables(prob: NTPProblem, df: pd.DataFrame) -> dict:
+    """The export's tables: the run's measures, the sequences, the vocabulary."""
+    seqs = pd.DataFrame(dict(tokens=[" ".join(map(str, r)) for r in prob.tokens],
+                             label=prob.labels))
+    return {"curves": df, "sequences": seqs, "vocabulary": pd.DataFrame(prob.E)}

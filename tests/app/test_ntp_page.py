@@ -59,3 +59,34 @@ def test_random_button_and_controls_change_the_output():
 def test_over_budget_is_refused(tiny_budget):
     at = open_page("ntp.py")
     assert at.error and "work units" in at.error[0].value
+
+
+def test_hostile_link_parameters_are_ignored_or_explained():
+    from test_bad_inputs import HOSTILE, no_raw_markup
+    keys = ["ntp_K", "ntp_d", "ntp_seed", "ntp_steps", "ntp_lr", "ntp_shape"]
+    at = open_page("ntp.py", query={k: HOSTILE[j] for j, k in enumerate(keys)})
+    assert_clean(at)
+    no_raw_markup(at)
+    for bad in HOSTILE:
+        at.text_area(key="ntp_seqs").set_value(bad).run()
+        assert_clean(at)
+        no_raw_markup(at)
+        assert at.error
+
+
+def test_link_restores_the_sequences_and_export_holds_the_run(monkeypatch):
+    import streamlit
+    from attsvm import export
+    seen = {}
+    real = streamlit.download_button
+
+    def capture(label, data, *args, key=None, **kwargs):
+        seen[key] = data
+        return real(label, b"", *args, key=key, **kwargs)
+
+    monkeypatch.setattr(streamlit, "download_button", capture)
+    at = open_page("ntp.py", query={"ntp_steps": 200, "ntp_seqs": AUTHORS_0})
+    assert "G^(2): {0, 5} (cycle)" in texts(at)
+    files = export.read_bundle(seen["ntp_export"]())
+    assert {"tables/curves.csv", "tables/sequences.csv", "charts/graphs.json",
+            "charts/attention.html"} <= set(files)
