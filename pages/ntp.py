@@ -75,7 +75,7 @@ slots = [st.empty() for _ in range(2)]
 
 def show(res):
     df = ntp_view.frames(prob, res, W_svm)
-    for slot, chart in zip(slots, ntp_charts.run_charts(df, int(steps))):
+    for slot, chart in zip(slots, ntp_charts.run_charts(df, int(steps)), strict=True):
         slot.altair_chart(chart)
     return df
 

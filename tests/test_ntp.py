@@ -9,9 +9,24 @@ import numpy as np
 import pytest
 
 from attsvm.metrics import correlation
-from attsvm.ntp import (NTPProblem, cyclic_basis, decomposition, fit_R, kkt_residuals,
-                        local_graphs, loss_floor, priority_graphs, project, random_ntp_problem,
-                        reduced_mask, scc_ids, solve_graph_svm, solve_wfin, top_scc_mass, train)
+from attsvm.ntp import (
+    NTPProblem,
+    cyclic_basis,
+    decomposition,
+    fit_R,
+    kkt_residuals,
+    local_graphs,
+    loss_floor,
+    priority_graphs,
+    project,
+    random_ntp_problem,
+    reduced_mask,
+    scc_ids,
+    solve_graph_svm,
+    solve_wfin,
+    top_scc_mass,
+    train,
+)
 
 HERE = Path(__file__).parents[2] / "shared" / "fixtures"     # as tests/conftest.py's FIXTURE
 FILES = sorted(HERE.glob("ntp_global_instance*.npz"))
@@ -40,14 +55,14 @@ def authors():
 # -- the authors' global experiment, instance by instance ---------------------------------------
 def test_scc_ids_match_the_authors_partitions(authors):
     Fs, probs, *_ = authors
-    for F, p in zip(Fs, probs):
+    for F, p in zip(Fs, probs, strict=True):
         ours = scc_ids(p)
         assert all(same_partition(ours[k], F["scc"][k]) for k in range(p.K))
 
 
 def test_graph_svm_matches_the_authors_scs_solution_and_satisfies_kkt(authors):
     Fs, probs, _, _, svms = authors
-    for F, sol in zip(Fs, svms):
+    for F, sol in zip(Fs, svms, strict=True):
         assert sol.feasible and sol.status == "optimal"
         ref = F["W_svm_scs"]
         assert np.linalg.norm(sol.W - ref) / np.linalg.norm(ref) < 2e-5     # SCS ≈ 1e-5
@@ -64,7 +79,7 @@ def test_gd_matches_the_authors_iterates_before_the_wfin_floor(authors):
 
 def test_final_correlation_and_R_match_the_authors(authors):
     Fs, probs, tr, fin, svms = authors
-    for b, (F, p) in enumerate(zip(Fs, probs)):
+    for b, (F, p) in enumerate(zip(Fs, probs, strict=True)):
         W = tr[b].W[-1]
         theirs = correlation(F["W_at_steps"][-1], F["W_svm_scs"])
         assert abs(correlation(W, svms[b].W) - theirs) < 1e-5
@@ -77,7 +92,8 @@ def test_final_correlation_and_R_match_the_authors(authors):
 
 
 def test_loss_floor_is_exactly_the_closed_form(authors):
-    """Floors m·ln2/n: each 2-cycle hit by two opposite labels costs 2 ln 2 (the authors' printed W^fin losses)."""
+    """Floors m·ln2/n: each 2-cycle hit by two opposite labels costs 2 ln 2 (the authors'
+    printed W^fin losses)."""
     Fs, probs, tr, fin, _ = authors
     expected_m = [2, 4, 2, 6, 2]                 # instances 0-4 of the authors' notebook
     for b, p in enumerate(probs):
@@ -88,7 +104,8 @@ def test_loss_floor_is_exactly_the_closed_form(authors):
 
 
 def test_instance_0_by_hand(authors):
-    """The authors' printed data of instance 0: only non-trivial SCC {0, 5} in G^(2); reduced sequences [5, 0] twice."""
+    """The authors' printed data of instance 0: only non-trivial SCC {0, 5} in G^(2);
+    reduced sequences [5, 0] twice."""
     _, probs, tr, _, svms = authors
     p = probs[0]
     g = priority_graphs(p)

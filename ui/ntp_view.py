@@ -9,8 +9,16 @@ import pandas as pd
 
 from attsvm import limits
 from attsvm.experiments.ntp import curves
-from attsvm.ntp import (NTPProblem, PriorityGraphs, gd, loss_floor, random_ntp_problem,
-                        reduced_mask, top_scc_mass, top_scc_tokens)
+from attsvm.ntp import (
+    NTPProblem,
+    PriorityGraphs,
+    gd,
+    loss_floor,
+    random_ntp_problem,
+    reduced_mask,
+    top_scc_mass,
+    top_scc_tokens,
+)
 
 from . import hosted
 
@@ -46,7 +54,7 @@ def parse_sequences(text: str):
 
 def format_sequences(tokens, labels) -> str:
     return "\n".join(" ".join(str(int(t)) for t in row) + f" : {int(y)}"
-                     for row, y in zip(tokens, labels))
+                     for row, y in zip(tokens, labels, strict=True))
 
 
 def vocabulary(K: int, d: int, seed: int) -> np.ndarray:

@@ -39,7 +39,8 @@ _MODULES = {
     sequence_causal.NAME: sequence_causal,
 }
 EXPERIMENTS = tuple(_MODULES)
-# Follow-up papers (next-token prediction, arXiv 2403.08081): run by name, not part of the paper's list or `reproduce all`.
+# Follow-up papers (next-token prediction, arXiv 2403.08081): run by name, not part of the
+# paper's list or `reproduce all`.
 _MODULES.update(ntp.MODULES)
 FOLLOWUPS = tuple(ntp.MODULES)
 

@@ -28,9 +28,17 @@ import pandas as pd
 
 from .. import limits
 from ..metrics import correlation
-from ..ntp import (NTPProblem, decomposition, local_graphs, loss_floor, priority_graphs,
-                   random_ntp_problem, solve_graph_svm, top_scc_mass)
-from ..ntp import gd
+from ..ntp import (
+    NTPProblem,
+    decomposition,
+    gd,
+    local_graphs,
+    loss_floor,
+    priority_graphs,
+    random_ntp_problem,
+    solve_graph_svm,
+    top_scc_mass,
+)
 from ..problems import check_float, check_int, check_record_every
 from .core import Progress, Result, fmt, mean_std, no_progress, settings_dict
 
@@ -60,7 +68,8 @@ NOTES = {
         "of the sequence); the authors plot the largest mass over all SCCs, which is the same "
         "once it exceeds 1/2.",
         "‖Π_S W − W^fin‖ at the last step sits at the NGD oscillation floor (≈ lr/2) where "
-        "W^fin = 0 by symmetry; its exact value there is rounding-sensitive (compare it with 2·lr, not exactly).",
+        "W^fin = 0 by symmetry; its exact value there is rounding-sensitive (compare it "
+        "with 2·lr, not exactly).",
     ),
     "ntp-local": (
         "The authors' 'softmax probability' curve of this experiment sums the gen-head logits "
@@ -134,7 +143,7 @@ def _instances(s: Settings):
                              f"got {s.fixtures!r}")
         Fs = [dict(np.load(f)) for f in files]
         probs = [NTPProblem(E=F["E"], tokens=F["idx_token"], labels=F["labels"],
-                            name=f.stem) for F, f in zip(Fs, files)]
+                            name=f.stem) for F, f in zip(Fs, files, strict=True)]
         return probs, [F["W0"] for F in Fs], Fs
     probs = [random_ntp_problem(s.n, s.T, s.K, s.d, seed=s.seed + r) for r in range(s.instances)]
     inits = [gd.default_init(p, seed=s.init_seed, index=r) for r, p in enumerate(probs)]
@@ -237,7 +246,7 @@ def run_local(s: LocalSettings = LocalSettings(), *, progress: Progress = no_pro
            for r, p in enumerate(probs)]
     fin_l = [gd.solve_wfin(p, s.steps, s.lr, loss=s.loss, head=s.head,
                            record_every=s.record_every, scc=lg.scc, anchors=lg.anchors)
-             for p, lg in zip(probs, lgs)]
+             for p, lg in zip(probs, lgs, strict=True)]
     frames, rows = [], []
     for r, p in enumerate(probs):
         gsvm, lsvm = solve_graph_svm(p), solve_graph_svm(p, lgs[r])

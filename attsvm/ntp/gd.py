@@ -1,5 +1,5 @@
-"""Gradient descent on next-token prediction (arXiv 2403.08081; the authors' `train_utils.py`), and the
-decomposition W(τ) ≈ W^fin + R(τ)·W^svm (§3 there).
+"""Gradient descent on next-token prediction (arXiv 2403.08081; the authors'
+`train_utils.py`), and the decomposition W(τ) ≈ W^fin + R(τ)·W^svm.
 
     a_it = x_itᵀ W z_i  (z_i = x_iT),  s_i = softmax over the attendable tokens (mask)
     head "iden": p_i = Σ_{t: ids_it = y_i} s_it          (attention mass on the label)
@@ -9,8 +9,8 @@ decomposition W(τ) ≈ W^fin + R(τ)·W^svm (§3 there).
 
 With the identity head, −log p_i is computed as softplus(LSE_{t∉y}(a) − LSE_{t∈y}(a)): the
 textbook logsumexp(a) − a_y has the gradient s − onehot(y), whose label entry s_y − 1 cancels
-to 0 in float64 once 1 − s_y < 2⁻⁵³ (the softmax-gradient cancellation). The authors add ε₀ inside the log
-(log(p + ε₀)); that shifts nothing at these scales (relative 1e-16).
+to 0 in float64 once 1 − s_y < 2⁻⁵³ (the softmax-gradient cancellation). The authors add
+ε₀ inside the log (log(p + ε₀)); that shifts nothing at these scales (relative 1e-16).
 
 A gradient that is pure roundoff (‖∇L‖ below 1e-13 of the sum of the absolute per-token
 contributions) is treated as 0: a normalized step would otherwise blow it up into a unit

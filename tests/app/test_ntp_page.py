@@ -76,6 +76,7 @@ def test_hostile_link_parameters_are_ignored_or_explained():
 
 def test_link_restores_the_sequences_and_export_holds_the_run(monkeypatch):
     import streamlit
+
     from attsvm import export
     seen = {}
     real = streamlit.download_button

@@ -4,8 +4,7 @@ sequence in the text area merges an SCC and says so."""
 from __future__ import annotations
 
 import pytest
-from test_browser import (PAGE_TIMEOUT_MS, SHOTS, _check_clean, _open, _settle,  # noqa: F401
-                          browser, server)
+from test_browser import PAGE_TIMEOUT_MS, SHOTS, _check_clean, _open, _settle, browser, server  # noqa: F401
 
 pytestmark = pytest.mark.browser
 AUTHORS_0 = "1 2 5 4 : 1\n5 0 1 2 : 5\n4 5 3 1 : 5\n3 5 0 2 : 3\n3 1 0 4 : 1\n5 1 3 0 : 3"
