@@ -70,7 +70,8 @@ W_svm = svm.W if svm.feasible else None
 
 key = (prob.tokens.tobytes(), prob.labels.tobytes(), int(K), int(d), int(seed), int(steps),
        float(lr))
-slots = [st.empty() for _ in range(2)]
+cols = st.columns([3, 2])
+slots = [cols[0].empty(), cols[1].empty(), cols[1].empty()]
 
 
 def show(res):

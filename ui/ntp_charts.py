@@ -108,8 +108,9 @@ def attention_bars(df: pd.DataFrame, *, title: str) -> alt.Chart:
 
 
 def run_charts(df: pd.DataFrame, steps: int) -> tuple:
-    """The page's two run charts from `ui.ntp_view.frames`: hard retrieval (correlations,
-    top-SCC mass) and soft composition (‖Π_S W − W^fin‖, R(τ), loss)."""
+    """The page's run charts from `ui.ntp_view.frames`: hard retrieval (correlations,
+    top-SCC mass), soft composition (‖Π_S W − W^fin‖, log scale) and the growth R(τ) with
+    the loss (each its own axis: R reaches ~10 while the gap falls to ~lr)."""
     from .charts import curves
     long = df.melt(id_vars="step", var_name="measure").assign(
         measure=lambda x: x.measure.map(LABELS))
@@ -117,6 +118,9 @@ def run_charts(df: pd.DataFrame, steps: int) -> tuple:
     hard = curves(pick(("corr_svm", "corr_fit", "top_mass")), y="value", color="measure",
                   x_max=steps, title="Hard retrieval: correlations and top-SCC mass",
                   y_title="value")
-    soft = curves(pick(("wfin_gap", "R", "loss")), y="value", color="measure", x_max=steps,
-                  title="Soft composition: ‖Π_S W − W^fin‖, R(τ), loss", y_title="value")
-    return hard, soft
+    gap = pick(("wfin_gap",))
+    soft = curves(gap[gap.value > 0], y="value", color="measure", x_max=steps, log_y=True,
+                  title="Soft composition: ‖Π_S W − W^fin‖", y_title="Frobenius norm (log)")
+    growth = curves(pick(("R", "loss")), y="value", color="measure", x_max=steps,
+                    title="R(τ) = ⟨W, W^svm⟩/‖W^svm‖² and the loss", y_title="value")
+    return hard, soft, growth

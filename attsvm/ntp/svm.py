@@ -69,7 +69,11 @@ class GraphSvm:
 
 
 def constraint_rows(prob: NTPProblem, graphs: PriorityGraphs):
-    """Margin and equality rows of the Graph-SVM for `graphs` (data or local TPGs)."""
+    """Margin and equality rows of the Graph-SVM for `graphs` (data or local TPGs).
+
+    A winner absent from its sequence adds no rows, as it adds no edges to the graph. (The
+    authors' `W_svm_solver_cvxpy` skips it in the graph but still adds its rows; their
+    generator never produces one, so their numbers are unaffected.)"""
     E, scc = prob.E, graphs.scc
     ineq, eq = {}, {}
     for i in range(prob.n):

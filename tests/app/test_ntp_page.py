@@ -11,7 +11,7 @@ def test_default_page_shows_graphs_svm_and_the_run():
     assert "Graph-SVM: `optimal`" in t and "KKT residual" in t
     assert "After 400 steps" in t and "corr(W, W^svm)" in t
     assert "(cycle)" in t                               # the generator keeps a cycle
-    assert len(charts(at)) == 4
+    assert len(charts(at)) == 5
 
 
 def test_editing_a_sequence_merges_and_splits_sccs():

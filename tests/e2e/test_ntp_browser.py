@@ -18,7 +18,7 @@ def test_ntp_page_renders_and_reports_a_merge(server, browser):  # noqa: F811
         _check_clean(page, "ntp")
         body = page.inner_text("body")
         assert "Graph-SVM: optimal" in body and "After 400 steps" in body
-        assert page.locator(".vega-embed").count() >= 4
+        assert page.locator(".vega-embed").count() >= 5
         area = page.locator("textarea").first
         area.fill(AUTHORS_0.replace("3 5 0 2 : 3", "3 5 0 2 : 0"))   # 0 now beats 5 in G^(2)
         area.press("Control+Enter")
