@@ -127,7 +127,7 @@ def toy_cycle():
     6 × [2,1,0] with labels 2,1,1,0,0,0 (K = T = 3), orthonormal embeddings."""
     tokens = [[0, 1, 2]] * 6 + [[2, 1, 0]] * 6
     labels = [0, 1, 1, 2, 2, 2, 2, 1, 1, 0, 0, 0]
-    return NTPProblem(E=np.eye(3, 4), tokens=tokens, labels=labels)
+    return NTPProblem(np.eye(3, 4), tokens, labels)          # positional, as documented
 
 
 def test_fully_cyclic_data_is_pure_soft_composition():

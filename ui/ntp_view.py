@@ -177,7 +177,11 @@ def random_text(shape: str, K: int, d: int, seed: int) -> str:
 
 def summary(prob: NTPProblem, df: pd.DataFrame, steps: int) -> str:
     last = df.iloc[-1]
-    text = (f"**After {steps:,} steps:** loss {last.loss:.4f} (floor {loss_floor(prob):.4f}), "
+    try:
+        floor = f"{loss_floor(prob):.4f}"
+    except ValueError:                      # no attained infimum (dependent embeddings)
+        floor = "n/a"
+    text = (f"**After {steps:,} steps:** loss {last.loss:.4f} (floor {floor}), "
             f"attention on the top SCC {last.top_mass:.4f}")
     if "corr_svm" in df:
         text += (f", corr(W, W^svm) **{last.corr_svm:.4f}**, corr(W, W^fin + R·W^svm) "

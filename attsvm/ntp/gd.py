@@ -324,6 +324,8 @@ def loss_floor(prob: NTPProblem, scc=None) -> float:
         terms.append(cp.log_sum_exp(a) - a[pos])
     problem = cp.Problem(cp.Minimize(cp.sum(cp.hstack(terms)) / prob.n))
     problem.solve(solver=cp.CLARABEL)
+    # (an inaccurate status is accepted: the floor may be an infimum that is not attained
+    # when the embeddings are dependent; only the objective value is read)
     if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
         raise ValueError(f"`prob` must give a solvable loss floor; got status {problem.status}")
     return float(problem.value)

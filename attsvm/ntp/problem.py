@@ -33,7 +33,7 @@ def _int_array(name: str, a, ndim: int) -> np.ndarray:
     return arr
 
 
-@dataclass(frozen=True, eq=False, kw_only=True)
+@dataclass(frozen=True, eq=False)
 class NTPProblem:
     """Next-token data. Arrays are copied, validated and frozen on construction.
 
