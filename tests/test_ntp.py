@@ -121,6 +121,26 @@ def test_instance_0_by_hand(authors):
     assert mass[0].mean() < 0.6 and mass[-1].min() > 0.999
 
 
+def test_scc_ids_are_numbered_in_priority_order():
+    """Every edge between two SCCs goes from a smaller id to a larger one (0 = top), inside
+    an SCC every token reaches every other, and the label's SCC is the top one of its
+    sequence."""
+    from scipy.sparse.csgraph import shortest_path
+    for seed in range(6):
+        p = random_ntp_problem(8, 4, 7, 8, seed=seed)
+        g = priority_graphs(p)
+        for k in np.flatnonzero(g.present):
+            a, b = np.nonzero(g.adj[k])
+            row = g.scc[k]
+            assert np.all((row[a] < row[b]) | (row[a] == row[b]))
+            reach = np.isfinite(shortest_path(g.adj[k].astype(float), unweighted=True))
+            same = row[:, None] == row[None, :]
+            assert np.array_equal(same, reach & reach.T)
+        for i in range(p.n):
+            ids = g.scc[p.last[i]][p.tokens[i]]
+            assert g.scc[p.last[i]][p.labels[i]] == ids.min()
+
+
 # -- closed forms ----------------------------------------------------------------------------
 def toy_cycle():
     """The authors' fully cyclic `manual_toy_case`: 6 × [0,1,2] with labels 0,1,1,2,2,2 and
