@@ -31,3 +31,29 @@ def test_ntp_page_renders_and_reports_a_merge(server, browser):  # noqa: F811
         page.screenshot(path=str(SHOTS / "ntp.png"), full_page=True)
     finally:
         page.close()
+
+
+def _view(browser, url: str) -> tuple[str, str]:  # noqa: F811
+    ctx = browser.new_context(viewport={"width": 1500, "height": 2400})
+    try:
+        page = ctx.new_page()
+        page.goto(url, timeout=PAGE_TIMEOUT_MS)
+        _settle(page, charts=True)
+        # the last element of the page: the script run has finished drawing
+        page.wait_for_selector('[data-testid="stDownloadButton"]', timeout=PAGE_TIMEOUT_MS)
+        _settle(page, charts=True)
+        _check_clean(page, "ntp-link")
+        return page.locator('[data-testid="stMain"]').inner_text(), page.url
+    finally:
+        ctx.close()
+
+
+def test_a_copied_link_shows_the_same_numbers(server, browser):  # noqa: F811
+    """Two fresh browser sessions on one link: same sequences, same graphs, same numbers."""
+    url = f"{server}/next-token?ntp_steps=600&ntp_seed=3&ntp_K=7&ntp_shape=5x3&ntp_lr=0.02"
+    first, u1 = _view(browser, url)
+    second, u2 = _view(browser, url)
+    # the same lines (a log axis may emit its tick labels in another order)
+    assert sorted(first.splitlines()) == sorted(second.splitlines())
+    assert "After 600 steps" in first
+    assert "ntp_seed=3" in u1 and "ntp_K=7" in u2
