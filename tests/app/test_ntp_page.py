@@ -91,3 +91,9 @@ def test_link_restores_the_sequences_and_export_holds_the_run(monkeypatch):
     files = export.read_bundle(seen["ntp_export"]())
     assert {"tables/curves.csv", "tables/sequences.csv", "charts/graphs.json",
             "charts/attention.html"} <= set(files)
+
+
+def test_the_authors_settings_fit_the_hosted_budget(monkeypatch):
+    monkeypatch.setenv("ATTSVM_MODE", "hosted")
+    at = open_page("ntp.py")                          # 4000 steps, lr 0.01, n × T = 6 × 4
+    assert not at.error and "After 4,000 steps" in texts(at)
