@@ -161,6 +161,9 @@ def test_fully_cyclic_data_is_pure_soft_composition():
     s = fin.probs[-1]                        # the attention of token ids (0,1,2) / (2,1,0)
     # both queries see their tokens in label-frequency order: (1/6, 2/6, 3/6) by position
     assert np.abs(s[0] - freq).max() < 0.02 and np.abs(s[6] - freq).max() < 0.02
+    dec = decomposition(p, fin.W, fin.W, svm.W)       # W^svm = 0: the model is W^fin alone
+    assert np.isnan(dec["corr_svm"]).all() and np.isnan(dec["R"]).all()
+    assert dec["wfin_gap"].max() < 1e-12 and dec["corr_fit"][-1] > 1 - 1e-12
 
 
 def test_acyclic_data_has_no_finite_part():

@@ -183,7 +183,11 @@ def summary(prob: NTPProblem, df: pd.DataFrame, steps: int) -> str:
         floor = "n/a"
     text = (f"**After {steps:,} steps:** loss {last.loss:.4f} (floor {floor}), "
             f"attention on the top SCC {last.top_mass:.4f}")
-    if "corr_svm" in df:
+    if "corr_svm" in df and np.isnan(last.corr_svm):
+        text += (f"; W^svm = 0 (nothing to retrieve: each graph's tokens form one SCC), "
+                 f"‖Π_S W − W^fin‖ = **{last.wfin_gap:.2e}** (the rest of W is W₀'s part "
+                 "that no logit difference sees)")
+    elif "corr_svm" in df:
         text += (f", corr(W, W^svm) **{last.corr_svm:.4f}**, corr(W, W^fin + R·W^svm) "
                  f"{last.corr_fit:.4f}, R = {last.R:.3f}, ‖Π_S W − W^fin‖ = "
                  f"{last.wfin_gap:.2e}")

@@ -296,7 +296,8 @@ def decomposition(prob: NTPProblem, W, W_fin, W_svm, scc=None, anchors=None) -> 
     nan = np.full(W.shape[:-2], np.nan) if W.ndim > 2 else float("nan")
     return dict(
         corr_svm=correlation(W, W_svm) if has_svm else nan,
-        corr_fit=correlation(W, fin_final + R_last * W_svm)
+        # a fully cyclic graph has W^svm = 0: then the model is W^fin alone
+        corr_fit=correlation(W, fin_final + (R_last * W_svm if has_svm else 0.0))
         if has_svm or np.any(fin_final) else nan,
         corr_perp=correlation(W - PW, W_svm) if has_svm else nan,
         wfin_gap=np.linalg.norm(PW - W_fin, axis=(-2, -1)),

@@ -97,3 +97,17 @@ def test_the_authors_settings_fit_the_hosted_budget(monkeypatch):
     monkeypatch.setenv("ATTSVM_MODE", "hosted")
     at = open_page("ntp.py")                          # 4000 steps, lr 0.01, n × T = 6 × 4
     assert not at.error and "After 4,000 steps" in texts(at)
+
+
+def test_fully_cyclic_data_is_all_soft_composition():
+    """The authors' `manual_toy_case`: one SCC per graph, W^svm = 0; W^fin is the model."""
+    toy = "\n".join(["0 1 2 : 0", "0 1 2 : 1", "0 1 2 : 1", "0 1 2 : 2", "0 1 2 : 2",
+                     "0 1 2 : 2", "2 1 0 : 2", "2 1 0 : 1", "2 1 0 : 1", "2 1 0 : 0",
+                     "2 1 0 : 0", "2 1 0 : 0"])
+    at = open_page("ntp.py", query={"ntp_steps": 400, "ntp_K": 3, "ntp_d": 4})
+    at.text_area(key="ntp_seqs").set_value(toy).run()
+    assert_clean(at)
+    t = texts(at)
+    assert "G^(2): {0, 1, 2} (cycle)" in t and "0 margin" in t
+    assert "floor 1.0114" in t                       # the label entropy, −Σ f log f
+    assert "W^svm = 0" in t and "nan" not in t
