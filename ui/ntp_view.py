@@ -127,13 +127,14 @@ def _chunk(datas, inits, cfg):
 def live_run(prob: NTPProblem, W0, steps: int, lr: float, on_chunk=None) -> dict:
     """NGD (NLL, identity head) on W from W0 and on W^fin from 0, in CHUNKS equal chunks
     (one compiled program); `on_chunk(result_so_far)` after each. Returns dict(tr, fin)."""
-    every = steps // RECORDS
-    per = RECORDS // CHUNKS
-    cfg = gd._settings(per * every, lr, "nll", "iden", "ngd", every)
+    chunks = CHUNKS if steps % CHUNKS == 0 else 1
+    per_steps = steps // chunks                     # every chunk: the same program
+    every = max(r for r in range(1, max(1, steps // RECORDS) + 1) if per_steps % r == 0)
+    cfg = gd._settings(per_steps, lr, "nll", "iden", "ngd", every)
     datas = [gd.problem_data(prob), gd.problem_data(prob, reduced_mask(prob))]
     W, F = np.asarray(W0, float), np.zeros_like(W0)
     parts = []
-    for c in range(CHUNKS):
+    for c in range(chunks):
         tr = _chunk(datas, [W, F], cfg)
         keep = slice(0, None) if c == 0 else slice(1, None)
         parts.append((tr, keep))
@@ -181,7 +182,7 @@ def summary(prob: NTPProblem, df: pd.DataFrame, steps: int) -> str:
         floor = f"{loss_floor(prob):.4f}"
     except ValueError:                      # no attained infimum (dependent embeddings)
         floor = "n/a"
-    text = (f"**After {steps:,} steps:** loss {last.loss:.4f} (floor {floor}), "
+    text = (f"**After {int(last.step):,} steps:** loss {last.loss:.4f} (floor {floor}), "
             f"attention on the top SCC {last.top_mass:.4f}")
     if "corr_svm" in df and np.isnan(last.corr_svm):
         text += (f"; W^svm = 0 (nothing to retrieve: each graph's tokens form one SCC), "
