@@ -26,6 +26,7 @@ PAGES = [
     ("rank.py", "Rank collapse", "compress", "rank-collapse"),
     ("nonlinear.py", "Nonlinear heads", "extension", "nonlinear-heads"),
     ("sequences.py", "Sequences and causal attention", "link", "causal-attention"),
+    ("ntp.py", "Next-token prediction", "account_tree", "next-token"),
     ("reproduce.py", "Reproduce the paper", "description", "paper-figures"),
 ]
 here = Path(__file__).parent
