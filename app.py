@@ -18,6 +18,7 @@ st.set_page_config(page_title="attsvm — Transformers as SVMs", page_icon=":mat
 # AppTest, and a URL equal to a file stem would then open that file without this router.
 PAGES = [
     ("overview.py", "Overview", "home", None),
+    ("tour.py", "Start here: guided tour", "tour", "start-here"),
     ("playground.py", "Token selection (live)", "play_circle", "token-selection"),
     ("geometry.py", "Geometry in 2-D", "scatter_plot", "geometry-2d"),
     ("basins.py", "Local optima and basins", "landscape", "local-optima"),
@@ -25,22 +26,25 @@ PAGES = [
     ("rank.py", "Rank collapse", "compress", "rank-collapse"),
     ("nonlinear.py", "Nonlinear heads", "extension", "nonlinear-heads"),
     ("sequences.py", "Sequences and causal attention", "link", "causal-attention"),
+    ("ntp.py", "Next-token prediction", "account_tree", "next-token"),
     ("reproduce.py", "Reproduce the paper", "description", "paper-figures"),
 ]
 here = Path(__file__).parent
-pages = [st.Page(f"pages/{file}", title=title, icon=f":material/{icon}:", url_path=url,
-                 default=url is None)
-         for file, title, icon, url in PAGES if (here / "pages" / file).exists()]
+by_file = {file: st.Page(f"pages/{file}", title=title, icon=f":material/{icon}:",
+                         url_path=url, default=url is None)
+           for file, title, icon, url in PAGES if (here / "pages" / file).exists()}
+pages = list(by_file.values())
 # The sidebar draws the page links itself so that they carry the settings in the URL.
 # Registered before the heavy imports below: until some run reaches st.navigation, a fresh
 # server treats pages/ as the legacy layout (and shows "Page not found" for deep links).
 page = st.navigation(pages, position="hidden")
 
-from ui import hosted, sidebar  # noqa: E402  (imports JAX)
+from ui import hosted, sidebar, tour  # noqa: E402  (imports JAX)
 
 hosted.load_secrets_mode()
 link = hosted.clean_link()
 sidebar.render(pages)
+tour.banner(by_file)
 try:
     page.run()
 finally:

@@ -122,10 +122,9 @@ def write_result(res, out: Path, *, charts: bool = True, png: bool = True) -> li
 
 def reproduce(args) -> int:
     names = list(experiments.EXPERIMENTS) if args.name == "all" else [args.name]
-    if args.name != "all" and args.name not in experiments.EXPERIMENTS:
-        raise ValueError(
-            f"`NAME` must be one of {list(experiments.EXPERIMENTS) + ['all']}; got {args.name!r}"
-        )
+    known = list(experiments.EXPERIMENTS) + list(experiments.FOLLOWUPS)
+    if args.name != "all" and args.name not in known:
+        raise ValueError(f"`NAME` must be one of {known + ['all']}; got {args.name!r}")
     plans = [(name, experiments.settings(name, **_overrides(args, name))) for name in names]
     t0 = time.perf_counter()
     for name, s in plans:
@@ -188,7 +187,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "list":
-            for name in experiments.EXPERIMENTS:
+            for name in experiments.EXPERIMENTS + experiments.FOLLOWUPS:
                 print(f"{name:<22} {experiments.title(name)}")
             return 0
         use_cpu_cores(args.cpu_devices)

@@ -3,6 +3,7 @@ import streamlit as st
 
 import attsvm
 from attsvm import limits
+from ui import hero
 from ui.sidebar import carried
 
 st.title("Transformers as Support Vector Machines")
@@ -12,6 +13,9 @@ st.markdown(
     "solution of a **hard-margin SVM that separates one selected token per sequence from "
     "the others** (Tarzanagh, Li, Thrampoulidis, Oymak, 2023, arXiv 2308.16898). "
     "Each claim below links to the page where you can watch it — or watch it fail.")
+hero.render()
+st.page_link("pages/tour.py", label="New here? Take the guided tour (7 steps)",
+             icon=":material/tour:", query_params=carried())
 
 CLAIMS = [
     ("Attention selects tokens by max margin",

@@ -21,6 +21,7 @@ from . import (
     geometry,
     local_convergence,
     multi_token,
+    ntp,
     overparameterization,
     regularization_path,
     sequence_causal,
@@ -39,6 +40,10 @@ _MODULES = {
     sequence_causal.NAME: sequence_causal,
 }
 EXPERIMENTS = tuple(_MODULES)
+# Follow-up papers (next-token prediction, arXiv 2403.08081): run by name, not part of the
+# paper's list or `reproduce all`.
+_MODULES.update(ntp.MODULES)
+FOLLOWUPS = tuple(ntp.MODULES)
 
 
 def _module(name: str):

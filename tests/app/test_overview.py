@@ -6,7 +6,7 @@ def test_overview_lists_claims_links_and_backend():
     at = open_page(None)                      # the default page
     t = texts(at)
     assert "Transformers as Support Vector Machines" in at.title[0].value
-    assert len(at.main.get("page_link")) == 7          # one per claim
+    assert len(at.main.get("page_link")) == 8          # one per claim, and the tour
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["JAX backend"] in {"CPU", "GPU", "TPU", "CUDA", "ROCM", "METAL"}
     assert metrics["float64"] == "on"

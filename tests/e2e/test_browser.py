@@ -30,13 +30,14 @@ CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 # url path -> file stem for the screenshot; every page of app.py
-PAGES = {"": "overview", "token-selection": "playground", "geometry-2d": "geometry",
+PAGES = {"": "overview", "start-here": "tour", "token-selection": "playground",
+         "geometry-2d": "geometry",
          "local-optima": "basins", "over-parameterization": "overparam",
          "rank-collapse": "rank", "nonlinear-heads": "nonlinear",
          "causal-attention": "sequences"}
 if (ROOT / "pages" / "reproduce.py").exists():
     PAGES["paper-figures"] = "reproduce"
-NO_CHARTS_ON_LOAD = {"overview", "reproduce"}     # reproduce draws after its Run buttons
+NO_CHARTS_ON_LOAD = {"tour", "reproduce"}     # reproduce draws after its Run buttons
 PAGE_TIMEOUT_MS = 60_000
 BAD = '[data-testid="stException"], [data-testid="stAlertContentError"]'
 BUSY = '[data-testid="stSpinner"], [data-testid="stSkeleton"], [data-testid="stProgress"]'
@@ -242,5 +243,24 @@ def test_settings_survive_page_navigation(server, browser):
         body = page.inner_text("body")
         assert "random n=6, T=8, d=10, seed=5" in body and "η=0.3" in body
         assert "seed=5" in page.url and "lr=0.3" in page.url
+    finally:
+        page.close()
+
+
+def test_the_tour_walks_from_step_to_step_with_its_banner(server, browser):
+    page = _open(browser, f"{server}/start-here")
+    try:
+        _settle(page)
+        page.get_by_role("link", name="Open step 1").click()
+        page.wait_for_url(re.compile(r".*/token-selection\?.*tour=1.*"), timeout=PAGE_TIMEOUT_MS)
+        _settle(page, charts=True)
+        _check_clean(page, "tour-1")
+        assert "Tour 1/7" in page.inner_text("body")
+        page.get_by_role("link", name="Next step").click()
+        page.wait_for_url(re.compile(r".*/geometry-2d\?.*tour=2.*"), timeout=PAGE_TIMEOUT_MS)
+        _settle(page, charts=True)
+        _check_clean(page, "tour-2")
+        assert "Tour 2/7" in page.inner_text("body")
+        page.screenshot(path=str(SHOTS / "tour-2.png"), full_page=True)
     finally:
         page.close()
