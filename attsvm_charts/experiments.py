@@ -10,7 +10,9 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-W, H = 300, 230
+from .bands import band as _band
+from .ntp import BUILDERS as NTP_BUILDERS
+
 PARAM_LABEL = {"W": "GD on W", "KQ": "GD on (K, Q)"}
 MEASURE_LABEL = {
     "softmax": "softmax of the selected token",
@@ -21,30 +23,6 @@ SVM_COLORS = alt.Scale(
     domain=["corr with W^mm_α (Frobenius)", "corr with W^mm_*,α (nuclear)"],
     range=["#1f77b4", "#d62728"],
 )
-
-
-def _band(df, *, x, y, color, title, y_title, scale=None, log_y=False, width=W, height=H):
-    """mean line ± std band."""
-    df = df.assign(lo=df["mean"] - df["std"], hi=df["mean"] + df["std"])
-    ys = alt.Scale(type="log") if log_y else alt.Scale(zero=False)
-    enc_c = alt.Color(
-        f"{color}:N",
-        title=None,
-        scale=scale or alt.Undefined,
-        legend=alt.Legend(orient="bottom", direction="vertical"),
-    )
-    base = alt.Chart(df).encode(x=alt.X(f"{x}:Q", title="iteration"), color=enc_c)
-    band = base.mark_area(opacity=0.18).encode(y=alt.Y("lo:Q", scale=ys, title=y_title), y2="hi:Q")
-    line = base.mark_line().encode(
-        y=alt.Y(f"{y}:Q", scale=ys, title=y_title),
-        tooltip=[
-            alt.Tooltip(f"{x}:Q"),
-            alt.Tooltip(f"{color}:N"),
-            alt.Tooltip("mean:Q", format=".5g"),
-            alt.Tooltip("std:Q", format=".3g"),
-        ],
-    )
-    return (band + line).properties(title=title, width=width, height=height)
 
 
 def local_convergence(res) -> alt.VConcatChart:
@@ -347,6 +325,4 @@ BUILDERS = {
 
 def chart(res):
     """The paper-style chart of an experiment result."""
-    from .ntp_charts import BUILDERS as ntp  # follow-up papers' charts live beside this file
-    BUILDERS.update(ntp)
-    return BUILDERS[res.name](res)
+    return {**BUILDERS, **NTP_BUILDERS}[res.name](res)

@@ -4,18 +4,13 @@ import numpy as np
 import streamlit as st
 
 from attsvm import ntp
-from ui import export_ui, ntp_charts, ntp_view
+from attsvm.ntp import session
+from attsvm_charts import ntp as ntp_charts
+from ui import export_ui
+from ui.views import ntp as view
 from ui.widgets import BOUND, explained
 
-st.title("Next-token prediction")
-st.markdown(
-    "One self-attention layer whose query is the **last token**, trained on next-token data "
-    "(Li, Huang, Ildiz, Rawat, Oymak, arXiv 2403.08081). Per last token k the data define a "
-    "**token-priority graph** G^(k): the label beats every other token of its sequence. GD "
-    "retrieves the tokens of the highest-priority SCC of the context and composes them softly:")
-st.latex(r"W(\tau)\approx W^{fin}+R(\tau)\,W^{svm},\quad W^{svm}=\arg\min\|W\|_F\ \text{s.t.}\ "
-         r"(e_y-e_j)^\top W e_k \begin{cases}=0 & \text{same SCC of } G^{(k)}\\ \ge 1 & "
-         r"\text{otherwise}\end{cases}")
+view.intro()
 c = st.columns(6)
 K = c[0].number_input("vocabulary K", 2, 16, 6, key="ntp_K", **BOUND)
 d = c[1].number_input("dimension d", 1, 32, 8, key="ntp_d", **BOUND)
@@ -30,7 +25,7 @@ st.caption("This page has its own settings (above); the sidebar's problem does n
 
 def draw():
     with explained():
-        st.session_state["ntp_seqs"] = ntp_view.random_text(shape, int(K), int(d), int(seed))
+        st.session_state["ntp_seqs"] = session.random_text(shape, int(K), int(d), int(seed))
 
 
 if "ntp_seqs" not in st.session_state and "ntp_seqs" not in st.query_params:
@@ -40,16 +35,16 @@ text = left.text_area("Sequences: token ids, then ': label' (the last id is the 
                       key="ntp_seqs", height=200, **BOUND)
 left.button("Random sequences (with a cycle)", key="ntp_draw", on_click=draw)
 with explained():
-    tokens, labels = ntp_view.parse_sequences(text)
-    prob = ntp.NTPProblem(E=ntp_view.vocabulary(int(K), int(d), int(seed)), tokens=tokens,
+    tokens, labels = session.parse_sequences(text)
+    prob = ntp.NTPProblem(E=session.vocabulary(int(K), int(d), int(seed)), tokens=tokens,
                           labels=labels)
-    ntp_view.check_budget(prob, int(steps))
+    view.check_budget(prob, int(steps))
 g = ntp.priority_graphs(prob)
-changes = ntp_view.scc_changes(st.session_state.get("ntp_prev_scc"), g.scc)
+changes = session.scc_changes(st.session_state.get("ntp_prev_scc"), g.scc)
 st.session_state["ntp_prev_scc"] = g.scc
 with right:
     st.markdown("**Token-priority graphs** (SCCs top first):  \n" + "  \n".join(
-        ntp_view.describe(g)))
+        session.describe(g)))
     if changes:
         st.info("**What changed:** " + "; ".join(changes), icon=":material/compare_arrows:")
     heat = ntp_charts.alt.concat(*[ntp_charts.priority_heatmap(
@@ -75,7 +70,7 @@ slots = [cols[0].empty(), cols[1].empty(), cols[1].empty()]
 
 
 def show(res):
-    df = ntp_view.frames(prob, res, W_svm)
+    df = session.frames(prob, res, W_svm)
     for slot, chart in zip(slots, ntp_charts.run_charts(df, int(steps)), strict=True):
         slot.altair_chart(chart)
     return df
@@ -91,14 +86,14 @@ if key not in cache:
         bar.progress(res["tr"].steps[-1] / int(steps), text=f"GD: step {res['tr'].steps[-1]:,}")
         show(res)
 
-    cache[key] = ntp_view.live_run(prob, W0, int(steps), float(lr), on_chunk=live)
+    cache[key] = view.live_run(prob, W0, int(steps), float(lr), on_chunk=live)
     bar.empty()
 res = cache[key]
 df = show(res)
-st.markdown(ntp_view.summary(prob, df, int(steps)))
-att = ntp_charts.attention_bars(ntp_view.attention_frame(prob, res["tr"].probs[-1]),
+st.markdown(session.summary(prob, df, int(steps)))
+att = ntp_charts.attention_bars(session.attention_frame(prob, res["tr"].probs[-1]),
                                 title="Final attention per sequence (red: its top SCC)")
 st.altair_chart(att)
 export_ui.export_button(key="ntp_export", problem=None, page="Next-token prediction",
                         charts={"graphs": heat, "attention": att},
-                        tables=ntp_view.tables(prob, df))
+                        tables=session.tables(prob, df))

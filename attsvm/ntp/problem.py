@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..problems import _err, check_int
+from .tpg import scc_ids_of
 
 MAX_K, MAX_N, MAX_T, MAX_D = 64, 256, 32, 64
 
@@ -143,7 +144,6 @@ class NTPProblem:
 
 
 def _has_cycle(tokens: np.ndarray, labels: np.ndarray, K: int) -> bool:
-    from .graph import scc_ids_of
     scc = scc_ids_of(tokens, labels, K)
     for row in scc:
         if row[0] >= 0 and len(set(row.tolist())) < K:

@@ -1,13 +1,14 @@
 """Altair charts of next-token prediction (arXiv 2403.08081): the two experiments'
-paper-style panels (`BUILDERS`, used by `ui.experiment_charts.chart` and the CLI) and the
-page's token-priority graphs. Pure: tidy DataFrames in, Altair charts out; no Streamlit."""
+paper-style panels (`BUILDERS`, used by `attsvm_charts.experiments.chart`, so by the CLI and
+the app) and the page's token-priority graphs. Pure: tidy DataFrames in, Altair charts out;
+no Streamlit."""
 from __future__ import annotations
 
 import altair as alt
 import numpy as np
 import pandas as pd
 
-from .experiment_charts import _band
+from .bands import band as _band
 
 LABELS = {
     "corr_svm": "corr(W, W^svm)", "corr_fit": "corr(W, W^fin + R·W^svm)",
@@ -108,10 +109,10 @@ def attention_bars(df: pd.DataFrame, *, title: str) -> alt.Chart:
 
 
 def run_charts(df: pd.DataFrame, steps: int) -> tuple:
-    """The page's run charts from `ui.ntp_view.frames`: hard retrieval (correlations,
+    """The page's run charts from `attsvm.ntp.session.frames`: hard retrieval (correlations,
     top-SCC mass), soft composition (‖Π_S W − W^fin‖, log scale) and the growth R(τ) with
     the loss (each its own axis: R reaches ~10 while the gap falls to ~lr)."""
-    from .charts import curves
+    from .explorer import curves
     long = df.melt(id_vars="step", var_name="measure").assign(
         measure=lambda x: x.measure.map(LABELS))
     pick = lambda ms: long[long.measure.isin([LABELS[m] for m in ms])]  # noqa: E731

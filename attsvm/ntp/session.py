@@ -1,5 +1,6 @@
-"""The next-token page's helpers: the sequence editor's text format, what changed between
-two sets of SCCs, and the live GD run of W and W^fin (chunked, charged to the session)."""
+"""What the next-token page computes: the sequence editor's text format, what changed between
+two sets of SCCs, the live GD run of W and W^fin (chunked; `chunk` runs one chunk, the app
+passes a metered one), its per-record measures and summary."""
 from __future__ import annotations
 
 import re
@@ -7,20 +8,12 @@ import re
 import numpy as np
 import pandas as pd
 
-from attsvm import limits
-from attsvm.experiments.ntp import curves
-from attsvm.ntp import (
-    NTPProblem,
-    PriorityGraphs,
-    gd,
-    loss_floor,
-    random_ntp_problem,
-    reduced_mask,
-    top_scc_mass,
-    top_scc_tokens,
-)
-
-from . import hosted
+from .. import limits
+from ..experiments.ntp import curves
+from . import gd
+from .gd import loss_floor
+from .graph import PriorityGraphs, reduced_mask, top_scc_mass, top_scc_tokens
+from .problem import NTPProblem, random_ntp_problem
 
 RECORDS = 200           # records of a run; CHUNKS live updates of RECORDS / CHUNKS each
 CHUNKS = 10
@@ -112,19 +105,19 @@ def scc_changes(old: np.ndarray | None, new: np.ndarray) -> list[str]:
 
 def check_budget(prob: NTPProblem, steps: int) -> None:
     """Refuse a run over the active mode's budget (W and W^fin, one Graph-SVM)."""
-    hosted.check_session()
     kw = dict(n=prob.n, T=prob.T, d=prob.d)
     work = limits.check_gd(**kw, steps=steps, runs=2)
     work += limits.check_svm(**kw)
     limits.check_work(work, what=f"GD on W and W^fin for {steps:,} steps and a Graph-SVM")
 
 
-@hosted.metered
-def _chunk(datas, inits, cfg):
+def chunk(datas, inits, cfg):
+    """One chunk of the live run: GD on the batch (W, W^fin)."""
     return gd.run_batch(datas, inits, **cfg)
 
 
-def live_run(prob: NTPProblem, W0, steps: int, lr: float, on_chunk=None) -> dict:
+def live_run(prob: NTPProblem, W0, steps: int, lr: float, on_chunk=None, *,
+             chunk=chunk) -> dict:
     """NGD (NLL, identity head) on W from W0 and on W^fin from 0, in CHUNKS equal chunks
     (one compiled program); `on_chunk(result_so_far)` after each. Returns dict(tr, fin)."""
     chunks = CHUNKS if steps % CHUNKS == 0 else 1
@@ -135,7 +128,7 @@ def live_run(prob: NTPProblem, W0, steps: int, lr: float, on_chunk=None) -> dict
     W, F = np.asarray(W0, float), np.zeros_like(W0)
     parts = []
     for c in range(chunks):
-        tr = _chunk(datas, [W, F], cfg)
+        tr = chunk(datas, [W, F], cfg)
         keep = slice(0, None) if c == 0 else slice(1, None)
         parts.append((tr, keep))
         W, F = tr.W[0, -1], tr.W[1, -1]
