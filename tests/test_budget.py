@@ -24,7 +24,7 @@ ESCAPES = [
 ]
 
 
-@pytest.mark.parametrize("name", experiments.EXPERIMENTS)
+@pytest.mark.parametrize("name", experiments.EXPERIMENTS + experiments.FOLLOWUPS)
 def test_every_experiment_has_a_positive_price_and_its_defaults_fit_local_mode(name):
     p = experiments.price(name)
     assert p.work > 0 and p.items and all(w >= 0 for _, w in p.items)

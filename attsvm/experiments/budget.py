@@ -149,6 +149,19 @@ def _sequence_causal(s):
                                solves=s.runs * len(s.modes))
 
 
+def _ntp(s):
+    """Next-token prediction (arXiv 2403.08081): NGD on W and on the reduced data for W^fin
+    (twice more for the local variant), and one or two Graph-SVMs per instance."""
+    from .ntp import LocalSettings
+    runs = s.instances * (4 if isinstance(s, LocalSettings) else 2)
+    item, floats = _gd(f"NGD on W and W^fin ({s.instances} instances)", n=s.n, T=s.T, d=s.d,
+                       steps=s.steps, runs=runs, record_every=s.record_every)
+    svm = (f"{s.instances} Graph-SVMs", limits.svm_work(n=s.n, T=s.K, d=s.d,
+                                                        solves=s.instances * 2))
+    return [item, svm], floats, dict(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=runs,
+                                     solves=2 * s.instances)
+
+
 PRICES = {
     "geometry-1": _geometry,
     "geometry-2": _geometry,
@@ -158,10 +171,12 @@ PRICES = {
     "overparameterization": _overparameterization,
     "regularization-path": _regularization_path,
     "sequence-causal": _sequence_causal,
+    "ntp-global": _ntp,
+    "ntp-local": _ntp,
 }
 # Settings a visitor can lower to make a run cheaper (ints, and grids of ints).
 LOWERABLE = ("runs", "steps", "n", "T", "d", "ds", "max_draws", "max_seeds", "radii",
-             "restarts")
+             "restarts", "instances")
 
 
 def price(name: str, s) -> Price:
