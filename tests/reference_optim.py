@@ -94,7 +94,8 @@ def np_optimize(prob, init, param, *, optimizer, steps, lr, loss="logistic", p=N
         if optimizer == "gd":
             params = [w - lr * g for w, g in zip(params, G, strict=True)]
         elif optimizer == "ngd":
-            params = [w - lr * g / (np.linalg.norm(g) + eps) for w, g in zip(params, G, strict=True)]
+            params = [w - lr * g / (np.linalg.norm(g) + eps)
+                      for w, g in zip(params, G, strict=True)]
         elif optimizer == "polyak":
             gap = np_loss_gap(prob, np_combined(cur, param), loss)
             assert abs(gap - (np_objective(prob, cur, param, loss) - Lstar)) <= 1e-14

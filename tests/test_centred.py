@@ -80,8 +80,8 @@ def test_centred_outputs_are_the_outputs():
 def decimal_reference(prob, W, digits=400):
     """(∂L/∂W, L − L*) of the logistic loss, single-query linear/quadratic head, from the
     plain formulas in `digits`-digit decimal arithmetic on the exact float64 inputs:
-    a_t = x_tᵀ W z, s = softmax(a), r = Σ s_t x_t, f = h(r), ∂L/∂a_t = ℓ'(Y f) Y s_t (c_t − ⟨s, c⟩)/n
-    with c_t = ∇h(r)·x_t, ∂L/∂W = Σ_t ∂L/∂a_t x_t zᵀ."""
+    a_t = x_tᵀ W z, s = softmax(a), r = Σ s_t x_t, f = h(r),
+    ∂L/∂a_t = ℓ'(Y f) Y s_t (c_t − ⟨s, c⟩)/n with c_t = ∇h(r)·x_t, ∂L/∂W = Σ_t ∂L/∂a_t x_t zᵀ."""
     with localcontext() as ctx:
         ctx.prec = digits
         D = np.vectorize(Decimal)
