@@ -19,7 +19,8 @@ does: the same iterates in exact arithmetic, but the round trip |W|^{p−1} lose
 entries for p near 1 (FOLLOWUPS §2.5 pitfall 2). At p = 2 both maps are the identity and
 "md"/"nmd" are "gd"/"ngd". U_r V_rᵀ keeps only singular values above σ_max·max(shape)·2⁻⁵²
 (the gradient of attention has rank ≤ n; the null directions of an SVD are arbitrary).
-ε = 0 normalizes exactly (a zero gradient gives a zero step); the authors' code adds
+ε = 0 normalizes exactly (a gradient whose norm is 0 or below the smallest normal float,
+2.2e-308, gives a zero step: the run has reached float64's floor); the authors' code adds
 ε = 2⁻⁵² (FOLLOWUPS §2.4, PAPER.md §3), which freezes the iterates once ‖g‖ ≈ ε (§4b).
 Norms are computed scaled by max|g| so that gradients of 1e-300 still normalize (‖g‖² would
 underflow).
@@ -57,6 +58,7 @@ PARAMS = ("W", "KQ")
 NORM_EPS = 2.0 ** -52            # the authors' ε of the normalized step
 MIN_P, MAX_P = 1.01, 100.0       # MD exponents: p → 1 raises |U| to 1/(p − 1) (overflow)
 RIDGE_EPS = float(np.finfo(np.float64).eps)
+TINY = float(np.finfo(np.float64).tiny)   # 2.2e-308: below it a norm counts as 0 (no step)
 
 
 class Hyper(NamedTuple):
@@ -88,23 +90,28 @@ _leaves = jax.tree_util.tree_leaves
 
 
 def _norm(a, q=2.0):
-    """‖a‖_q of all entries, scaled by max|a| (no underflow of |a|^q); 0 for a = 0."""
+    """‖a‖_q of all entries, scaled by max|a| (no underflow of |a|^q); 0 when every entry is
+    0 or subnormal (XLA's CPU backend may flush subnormals to zero in some operations and
+    not in others: dividing by one gives inf)."""
     m = jnp.max(jnp.abs(a))
-    safe = jnp.where(m > 0, m, 1.0)
-    return m * jnp.sum(jnp.abs(a / safe) ** q) ** (1.0 / q)
+    ok = m > TINY
+    safe = jnp.where(ok, m, 1.0)
+    return jnp.where(ok, m * jnp.sum(jnp.abs(a / safe) ** q) ** (1.0 / q), 0.0)
 
 
 def _tree_norm(tree):
     """‖·‖_F of a whole pytree, scaled."""
     ns = jnp.stack([_norm(a) for a in _leaves(tree)])
     m = jnp.max(ns)
-    safe = jnp.where(m > 0, m, 1.0)
-    return m * jnp.sqrt(jnp.sum((ns / safe) ** 2))
+    ok = m > TINY
+    safe = jnp.where(ok, m, 1.0)
+    return jnp.where(ok, m * jnp.sqrt(jnp.sum((ns / safe) ** 2)), 0.0)
 
 
 def _safe_div(a, b):
-    """a / b, and 0 where b = 0 (an exactly zero gradient takes no step)."""
-    return jnp.where(b > 0, a / jnp.where(b > 0, b, 1.0), 0.0)
+    """a / b, and 0 where b ≤ TINY (a zero — or underflowed — gradient takes no step)."""
+    ok = b > TINY
+    return jnp.where(ok, a / jnp.where(ok, b, 1.0), 0.0)
 
 
 def mirror_map(W, p):
@@ -139,10 +146,14 @@ def make_optimizer(name: str) -> Optimizer:
         elif name == "ngd":
             new = _tmap(lambda w, g: w - lr * _safe_div(g, _norm(g) + hyper.eps), params, grads)
         elif name == "polyak":
+            # η_k g = min(η gap/‖g‖, cap ‖g‖) · g/‖g‖: the same step, but η_k itself
+            # (≈ e^{margin}) would overflow once ‖g‖ ≲ 1e-154, and inf · 0 = NaN
             gn = _tree_norm(grads)
+            ok = gn > TINY
+            gs = jnp.where(ok, gn, 1.0)
             gap = jnp.maximum(hyper.gap, 0.0)
-            eta = jnp.minimum(_safe_div(_safe_div(lr * gap, gn), gn), hyper.cap)
-            new = _tmap(lambda w, g: w - eta * g, params, grads)
+            length = jnp.where(ok, jnp.minimum(lr * gap / gs, hyper.cap * gs), 0.0)
+            new = _tmap(lambda w, g: w - length * jnp.where(ok, g / gs, 0.0), params, grads)
         elif name in ("md", "nmd"):
             p = hyper.p
             q = p / (p - 1.0)
@@ -194,16 +205,20 @@ def centred_objective(params, data: Data, ridge, *, param: str, head_kind: str,
             + ridge * (jnp.sum(K * K) + jnp.sum(Q * Q)))
 
 
-def loss_gap(W, data: Data, gamma_star, loss_kind: str):
+def loss_gap(W, data: Data, loss_kind: str):
     """L(W) − L* for the linear head, accurate however small (no difference of two ≈ L*).
 
     With γ_ikt = Y_ik vᵀ x_it and γ*_ik = max_t γ_ikt: Y_ik f_ik = γ*_ik − δ_ik,
     δ_ik = Σ_t s_ikt (γ*_ik − γ_ikt) ≥ 0 (a sum of non-negative terms), and
     ℓ(γ* − δ) − ℓ(γ*) = log1p(expm1(δ) σ(−γ*)) (logistic), e^{−γ*} expm1(δ) (exponential),
-    δ (correlation). gamma_star: (n, K), 0 on padding.
+    δ (correlation). γ* is the max of the very γ computed here, so γ* − γ_ikt is exactly 0 at
+    the best token (a γ* computed elsewhere can differ by an ulp, ~1e-17, which would swamp a
+    gap of 1e-300).
     """
     s = jax.nn.softmax(model.logits(W, data), axis=-1)          # (n, K, T)
     g = data.Y[:, :, None] * jnp.einsum("ntd,d->nt", data.X, data.v)[:, None, :]
+    g = jnp.where(data.mask, g, -jnp.inf)                       # (n, K, T)
+    gamma_star = jnp.max(g, axis=-1)                            # (n, K)
     gap_t = jnp.where(data.mask, gamma_star[:, :, None] - g, 0.0)
     delta = jnp.sum(s * gap_t, axis=-1)                         # (n, K)
     if loss_kind == "logistic":
@@ -256,14 +271,9 @@ def loss_infimum(prob: Problem, loss: str = "logistic", *, check_feasible: bool 
     return float(jnp.sum(model.loss_fn(u, loss)) / prob.n)
 
 
-def _gamma_star(prob: Problem) -> np.ndarray:
-    g = token_scores(prob)
-    return (g.max(axis=-1)[:, None] if g.ndim == 2 else g.max(axis=-1))
-
-
 # -- the driver --------------------------------------------------------------------------------
 @partial(jax.jit, static_argnames=("param", "head", "loss", "centred", "n_records"))
-def _run(params0, data: Data, gamma_star, which, hyper: Hyper, ridge, record_every, *, param,
+def _run(params0, data: Data, which, hyper: Hyper, ridge, record_every, *, param,
          head, loss, centred, n_records):
     """The scan of records of a loop of steps. The rule is traced too (`which` indexes
     OPTIMIZERS through `lax.switch`; only the chosen branch runs): one program per
@@ -272,7 +282,7 @@ def _run(params0, data: Data, gamma_star, which, hyper: Hyper, ridge, record_eve
     objective = centred_objective if centred else model.objective
     grad = jax.grad(lambda prm: objective(prm, data, ridge, param=param, head_kind=head,
                                           loss_kind=loss))
-    gap_fn = (lambda W: loss_gap(W, data, gamma_star, loss)) if head == "linear" else \
+    gap_fn = (lambda W: loss_gap(W, data, loss)) if head == "linear" else \
         (lambda W: jnp.zeros(()))
     polyak = OPTIMIZERS.index("polyak")
 
@@ -334,7 +344,8 @@ def run_optimizer(prob: Problem, *, optimizer: str, steps: int, lr: float,
         eps: ε ≥ 0 added to the normalizer of "ngd"/"nmd" (2⁻⁵² = the authors' code).
         cap: upper bound on the Polyak step η_k (default: none; η_k ≈ e^{margin} grows
             legitimately as the loss saturates, while the step length η_k‖g‖ stays O(η)).
-            "polyak" uses L* = `loss_infimum(prob, loss)` (linear head only).
+            "polyak" uses L − L* from `loss_gap` (L* = `loss_infimum(prob, loss)`; linear
+            head only; the risk's gap: a (K, Q) ridge is not included).
         centred: differentiate the centred objective (FOLLOWUPS §4b); False = plain autodiff.
         ridge: the (K, Q) ridge ε (default 2⁻⁵², as the engine). record_every: record
             stride (default: 1; must divide `steps`).
@@ -365,8 +376,9 @@ def run_optimizer(prob: Problem, *, optimizer: str, steps: int, lr: float,
     ridge = RIDGE_EPS if ridge is None else check_float("ridge", ridge, 0.0, 1.0)
     data = problem_data(prob)
     if optimizer == "polyak":
-        Lstar = loss_infimum(prob, loss)          # validates the head and feasibility
-        del Lstar                                  # the gap is computed directly (loss_gap)
+        # L* must be the infimum (linear head, feasible Att-SVM at opt); the run itself uses
+        # L − L* from `loss_gap`, which never forms the difference of two ≈ L* numbers
+        loss_infimum(prob, loss)
     if init is None:
         if param == "W":
             init = np.zeros((prob.d, prob.d))
@@ -391,8 +403,7 @@ def run_optimizer(prob: Problem, *, optimizer: str, steps: int, lr: float,
     hyper = Hyper(lr=jnp.asarray(lr), p=jnp.asarray(2.0 if p is None else p),
                   eps=jnp.asarray(eps), cap=jnp.asarray(float(cap)), gap=jnp.asarray(0.0))
     n_records = steps // record_every
-    (W, L, gap), final = _run(params0, data, jnp.asarray(_gamma_star(prob)),
-                              jnp.asarray(OPTIMIZERS.index(optimizer)), hyper,
+    (W, L, gap), final = _run(params0, data, jnp.asarray(OPTIMIZERS.index(optimizer)), hyper,
                               jnp.asarray(ridge), jnp.asarray(record_every), param=param,
                               head=prob.head, loss=loss, centred=bool(centred),
                               n_records=n_records)

@@ -124,7 +124,7 @@ def test_centred_gradient_is_exact_deep_in_saturation(gap):
     assert 0 < np.abs(G_ref).max() < np.exp(-0.9 * gap)
     assert srel(cent, G_ref) <= 1e-11
     assert srel(plain, G_ref) > 0.1          # the plain form is wrong, not merely inaccurate
-    got = float(O.loss_gap(W, O.problem_data(prob), O._gamma_star(prob), "logistic"))
+    got = float(O.loss_gap(W, O.problem_data(prob), "logistic"))
     assert got == pytest.approx(gap_ref, rel=1e-11)
     # the plain L − L* has no digits left
     assert abs(O.loss_infimum(prob) - float(model.risk(W, O.problem_data(prob), "linear",
@@ -137,3 +137,14 @@ def test_quadratic_head_is_exact_in_saturation_too():
     G_ref, _ = decimal_reference(prob, W)
     plain, cent = grads(prob, W, "W", "logistic")
     assert srel(cent, G_ref) <= 1e-11 and srel(plain, G_ref) > 0.1
+
+
+def test_loss_gap_is_positive_and_exact_on_saturated_random_problems():
+    """L − L* stays > 0 and exact at gaps ~200, where a γ* off by one ulp (~1e-17) would
+    swamp it (seen before γ* was taken from the same γ as the softmax average)."""
+    for seed in range(4):
+        prob = attsvm.random_problem(6, 8, 10, seed=seed)
+        W = 200 * attsvm.solve_att_svm(prob).W
+        _, gap_ref = decimal_reference(prob, W)
+        got = float(O.loss_gap(W, O.problem_data(prob), "logistic"))
+        assert got > 0 and got == pytest.approx(gap_ref, rel=1e-11)
