@@ -73,7 +73,7 @@ def np_polar(G):
 
 
 def np_optimize(prob, init, param, *, optimizer, steps, lr, loss="logistic", p=None, eps=0.0,
-                cap=np.inf, ridge=0.0, centred=True):
+                cap=np.inf, max_step=np.inf, ridge=0.0, centred=True):
     """Run `steps` updates; returns W(0..steps) as (steps + 1, d, d). `centred`: the gradient
     `np_grad_centred` (else `reference.np_grad`, whose selected-token term cancels once
     1 − s_max is small: at L − L* ≈ 1e-12 it is already off by ~1e-4 relative)."""
@@ -100,7 +100,7 @@ def np_optimize(prob, init, param, *, optimizer, steps, lr, loss="logistic", p=N
             gap = np_loss_gap(prob, np_combined(cur, param), loss)
             assert abs(gap - (np_objective(prob, cur, param, loss) - Lstar)) <= 1e-14
             g2 = sum(np.sum(g * g) for g in G)
-            eta = min(lr * gap / g2, cap)
+            eta = min(lr * gap / g2, cap, max_step / np.sqrt(g2))
             params = [w - eta * g for w, g in zip(params, G, strict=True)]
         elif optimizer == "md":
             U = [u - lr * g for u, g in zip(U, G, strict=True)]

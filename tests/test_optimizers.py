@@ -37,8 +37,9 @@ def worst_rel(A, B):
 @pytest.mark.parametrize("optimizer,p,lr", W_CASES)
 def test_every_optimizer_matches_the_numpy_loop_step_for_step(prob, optimizer, p, lr):
     init = attsvm.default_init(prob, "W", seed=1)
-    run = O.run_optimizer(prob, optimizer=optimizer, steps=STEPS, lr=lr, p=p, init=init)
-    ref = np_optimize(prob, init, "W", optimizer=optimizer, steps=STEPS, lr=lr, p=p)
+    kw = dict(max_step=1.5) if optimizer == "polyak" else {}   # binds in steps 1-4
+    run = O.run_optimizer(prob, optimizer=optimizer, steps=STEPS, lr=lr, p=p, init=init, **kw)
+    ref = np_optimize(prob, init, "W", optimizer=optimizer, steps=STEPS, lr=lr, p=p, **kw)
     assert rel(ref[-1], ref[0]) > 0.3                  # the run went somewhere
     assert worst_rel(run.W, ref) <= TOL
     np.testing.assert_allclose(run.loss, [np_objective(prob, W, "W", "logistic") for W in ref],
@@ -81,8 +82,15 @@ def test_p2_mirror_descent_is_gradient_descent(prob, base, mirror, lr):
 
 
 def test_a_binding_polyak_cap_is_gradient_descent_at_the_cap(prob):
-    a = O.run_optimizer(prob, optimizer="polyak", steps=STEPS, lr=1e3, cap=0.5)
+    a = O.run_optimizer(prob, optimizer="polyak", steps=STEPS, lr=1e3, cap=0.5,
+                        max_step=math.inf)
     b = O.run_optimizer(prob, optimizer="gd", steps=STEPS, lr=0.5)
+    assert worst_rel(a.W[1:], b.W[1:]) <= 1e-13
+
+
+def test_a_binding_polyak_step_bound_is_normalized_gd(prob):
+    a = O.run_optimizer(prob, optimizer="polyak", steps=STEPS, lr=1e3, max_step=0.05)
+    b = O.run_optimizer(prob, optimizer="ngd", steps=STEPS, lr=0.05)
     assert worst_rel(a.W[1:], b.W[1:]) <= 1e-13
 
 
@@ -155,6 +163,7 @@ def test_exactly_zero_gradient_takes_no_step_and_tiny_ones_still_normalize():
     (dict(optimizer="gd", steps=0), "`steps` must be"),
     (dict(optimizer="ngd", eps=-1.0), "`eps` must be"),
     (dict(optimizer="polyak", cap=0.0), "`cap` must be"),
+    (dict(optimizer="polyak", max_step=-1.0), "`max_step` must be"),
     (dict(optimizer="md", p=1.5, param="KQ"), "`optimizer` must be"),
     (dict(optimizer="gd", steps=10, record_every=3), "`record_every` must divide"),
     (dict(optimizer="gd", init=np.zeros((2, 2))), "`init` must be"),
