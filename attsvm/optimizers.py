@@ -22,13 +22,14 @@ entries for p near 1 (FOLLOWUPS §2.5 pitfall 2). At p = 2 both maps are the ide
 (the gradient of attention has rank ≤ n; the null directions of an SVD are arbitrary).
 ε = 0 normalizes exactly (a gradient whose norm is 0 or below the smallest normal float,
 2.2e-308, gives a zero step: the run has reached float64's floor); the authors' code adds
-ε = 2⁻⁵² (FOLLOWUPS §2.4, PAPER.md §3), which freezes the iterates once ‖g‖ ≈ ε (§4b).
+ε = 2⁻⁵² (FOLLOWUPS §2.4, PAPER.md §3), which stalls the iterates once ‖g‖ ≈ ε (§4b; with the
+plain gradient they then drift slowly away: docs/optimizer_bias_demo.py).
 Norms are computed scaled by max|g| so that gradients of 1e-300 still normalize (‖g‖² would
 underflow).
 
 State and hyperparameters are NamedTuples: `OptState(dual, count)` (dual = U for md/nmd,
 filled in by the first update so that `init(params)` needs no p) and
-`Hyper(lr, p, eps, cap, gap)`, all traced (a new step size or p never recompiles);
+`Hyper(lr, p, eps, cap, gap, max_step)`, all traced (a new step size or p never recompiles);
 `gap` = L(W_k) − L* is set by the caller before each Polyak update.
 
 Centred gradient (FOLLOWUPS §4b): the representation r_ik = Σ_t s_ikt x_it is written as
