@@ -236,3 +236,15 @@ def test_matrix_norm_matches_numpy_and_does_not_overflow():
     np.testing.assert_allclose(matrix_norm(W, "spectral"), np.linalg.norm(W, 2), rtol=1e-13)
     np.testing.assert_allclose(matrix_norm(1e300 * W, "lp", 3.0), 1e300 * np_norm(W, "lp", 3.0),
                                rtol=1e-13)
+
+
+def test_the_norm_changes_which_selections_are_locally_optimal():
+    """random_problem(2, 3, 3, seed=7), α = (0, 1): locally optimal for the Frobenius SVM, but
+    the ℓ1.25 SVM at α has a support token scoring above the selected one."""
+    prob = attsvm.random_problem(2, 3, 3, seed=7)
+    alpha = np.array([0, 1])
+    assert attsvm.classify_selection(prob, alpha, norm="fro") == "local"
+    assert attsvm.classify_selection(prob, alpha, norm="lp", p=1.25) == "feasible"
+    sol = attsvm.solve_att_svm(prob, alpha, norm="lp", p=1.25)
+    g = attsvm.token_scores(prob)
+    assert np.any(sol.support & (g > g[np.arange(2), alpha][:, None]))
