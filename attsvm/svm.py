@@ -37,8 +37,10 @@ min ‖W‖ itself, so they certify optimality as the nuclear ones do: λ ≥ 0,
 ‖Σ_j λ_j A_j‖_dual ≤ 1 and Σ_j λ_j = ‖W‖ (zero gap of the dual max 1ᵀλ s.t.
 ‖Σ_j λ_j A_j‖_dual ≤ 1), the dual norms being ℓq (1/p + 1/q = 1), entrywise ℓ1 and nuclear.
 (The Frobenius multipliers belong to ½‖W‖²: W = Σ_j λ_j A_j and Σ_j λ_j = ‖W‖².) The ℓ∞ and
-spectral solutions need not be unique; the ℓp ones are for 1 < p < ∞ (accurate to ~√gap ≈ 1e-5
-in W, ~1e-10 in value and certificate).
+spectral (and ℓ1) solutions need not be unique: an interior-point solution lies, up to its
+tolerance, in the relative interior of the optimal set, so its support tokens are those active
+at every optimum — local optimality in these norms is judged with that set. The ℓp solutions,
+1 < p < ∞, are unique (accurate to ~√gap ≈ 1e-5 in W; value and certificate to ~1e-10).
 """
 from __future__ import annotations
 
