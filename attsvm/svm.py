@@ -22,6 +22,25 @@ and projecting does not increase any unitarily invariant norm (docs/theory.md §
 read off the multiplier of the LMI, M = −2·Y₁₂. At (n, T, d) = (20, 16, 32) this is ~18×
 (Frobenius) and ~4× (nuclear) faster than the primal problems, with the same solutions
 (≈1e-8 and ≈1e-6 relative, the nuclear solution being only weakly unique).
+
+Other norms (the optimizer → implicit-bias map of arXiv 2410.14581 §3 and the steepest-descent
+conjectures for sign/spectral descent; docs/followups.md §5): the same constraints with
+
+    "lp":       ‖W‖_p = (Σ_jk |W_jk|^p)^{1/p}, entrywise ℓp of vec W, 1 ≤ p ≤ 1000
+                (ℓp-AttSVM of mirror descent with ψ = ‖W‖_p^p/p, arXiv 2410.14581)
+    "max":      ‖W‖_max = max_jk |W_jk| (entrywise ℓ∞; signGD/Adam — a conjecture for attention)
+    "spectral": ‖W‖_2 = σ_max(W) (spectral descent/Muon — a conjecture for attention)
+
+solved as primal conic problems min ‖W‖ s.t. A vec(W) ≥ 1 (Clarabel; ℓp through exact power
+cones, `pnorm(approx=False)`, not a rational approximation of p). Their multipliers λ are those of
+min ‖W‖ itself, so they certify optimality as the nuclear ones do: λ ≥ 0, λ_j (⟨A_j, W⟩ − 1) = 0,
+‖Σ_j λ_j A_j‖_dual ≤ 1 and Σ_j λ_j = ‖W‖ (zero gap of the dual max 1ᵀλ s.t.
+‖Σ_j λ_j A_j‖_dual ≤ 1), the dual norms being ℓq (1/p + 1/q = 1), entrywise ℓ1 and nuclear.
+(The Frobenius multipliers belong to ½‖W‖²: W = Σ_j λ_j A_j and Σ_j λ_j = ‖W‖².) The ℓ∞ and
+spectral (and ℓ1) solutions need not be unique: an interior-point solution lies, up to its
+tolerance, in the relative interior of the optimal set, so its support tokens are those active
+at every optimum — local optimality in these norms is judged with that set. The ℓp solutions,
+1 < p < ∞, are unique (accurate to ~√gap ≈ 1e-5 in W; value and certificate to ~1e-10).
 """
 from __future__ import annotations
 
@@ -35,7 +54,9 @@ import numpy as np
 
 from .problems import Problem, check_alpha, check_choice, check_float, optimal_tokens, token_scores
 
-NORMS = ("fro", "nuc")
+NORMS = ("fro", "nuc")                                 # the paper's two (generalized SVM too)
+SVM_NORMS = NORMS + ("lp", "max", "spectral")          # solve_att_svm's `norm`
+MAX_P = 1e3                                            # ℓp exponents above this: use "max"
 SOLVER = "CLARABEL"
 SOLVERS = ("CLARABEL", "SCS")
 SOLVER_OPTS = dict(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10, tol_ktratio=1e-8,
@@ -56,7 +77,8 @@ class SvmSolution:
         margins: (n, T) (x_{iα_i} − x_it)ᵀ W z_i (0 at α_i, NaN where masked); None if infeasible.
         duals: (n, T) Lagrange multipliers λ_it of the margin constraints as the solver
             returns them (≥ 0 up to its tolerance), or None.
-        alpha: the selection solved for. norm: "fro" or "nuc". objective: ‖W‖ in that norm.
+        alpha: the selection solved for. norm: one of `SVM_NORMS`. objective: ‖W‖ in that norm.
+        p: the exponent of norm="lp", else None.
     """
 
     W: np.ndarray | None
@@ -69,6 +91,7 @@ class SvmSolution:
     norm: str
     objective: float | None
     solver: str = SOLVER
+    p: float | None = None
 
     @property
     def margin(self) -> float | None:
@@ -236,24 +259,81 @@ def _solve_rows(rows: np.ndarray, d: int, norm: str, solver: str = SOLVER):
         return f"solver_error: {exc}".splitlines()[0][:200], None, None
 
 
+def check_norm(norm, p=None):
+    """Validate (norm, p) of an SVM; returns p as a float (norm="lp") or None."""
+    check_choice("norm", norm, SVM_NORMS)
+    if norm != "lp":
+        if p is not None:
+            raise ValueError(f"`p` must be None unless norm='lp'; got p={p!r} with norm={norm!r}")
+        return None
+    if p is None:
+        raise ValueError("`p` must be given for norm='lp' (a number in [1, 1000]); got None")
+    return check_float("p", p, 1.0, MAX_P)
+
+
+def matrix_norm(W, norm: str, p: float | None = None) -> float:
+    """‖W‖ in one of `SVM_NORMS` ("lp": entrywise, computed scaled so it cannot overflow)."""
+    p = check_norm(norm, p)
+    W = np.asarray(W, dtype=np.float64)
+    if norm == "fro":
+        return float(np.linalg.norm(W))
+    if norm == "nuc":
+        return float(np.linalg.svd(W, compute_uv=False).sum())
+    if norm == "spectral":
+        return float(np.linalg.svd(W, compute_uv=False).max())
+    a = np.abs(W).ravel()
+    top = float(a.max()) if a.size else 0.0
+    if norm == "max" or top == 0.0:
+        return top
+    return top * float(np.sum((a / top) ** p) ** (1.0 / p))
+
+
+def _solve_primal_norm(rows: np.ndarray, d: int, norm: str, p, solver: str):
+    """min ‖W‖ s.t. rows @ vec(W) ≥ 1 for norm in ("lp", "max", "spectral"), solved as written
+    (multipliers of min ‖W‖, not of a square)."""
+    w = cp.Variable(d * d, name="w")
+    if norm == "lp":
+        obj = cp.pnorm(w, p, approx=False)         # power cones: the exact p, no rounding
+    elif norm == "max":
+        obj = cp.norm_inf(w)
+    else:
+        obj = cp.sigma_max(cp.reshape(w, (d, d), order="C"))
+    con = rows @ w >= 1
+    prob = cp.Problem(cp.Minimize(obj), [con])
+    try:
+        if solver == SOLVER:
+            prob.solve(solver=SOLVER, **SOLVER_OPTS)
+        else:
+            prob.solve(solver=solver)
+    except cp.error.SolverError as exc:
+        return f"solver_error: {exc}".splitlines()[0][:200], None, None
+    if (prob.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) and w.value is not None
+            and con.dual_value is not None):
+        return prob.status, np.asarray(w.value).reshape(d, d), np.asarray(con.dual_value)
+    return prob.status, None, None
+
+
 def solve_att_svm(prob: Problem, alpha=None, norm: str = "fro", *,
-                  support_tol: float = SUPPORT_TOL, solver: str = SOLVER) -> SvmSolution:
+                  support_tol: float = SUPPORT_TOL, solver: str = SOLVER,
+                  p: float | None = None) -> SvmSolution:
     """Solve Att-SVM_α (norm="fro") or Att-SVM*_α (norm="nuc").
 
     Args:
         prob: the problem.
         alpha: (n,) selection ((n, T) in sequence modes); None means α = opt.
         norm: "fro" (W-parameterization) or "nuc" ((K, Q)-parameterization; with m < d the
-            paper adds rank(W) ≤ m, which is not convex: compare the solution's rank with m).
+            paper adds rank(W) ≤ m, which is not convex: compare the solution's rank with m);
+            "lp" (entrywise ℓp, needs `p`), "max" (entrywise ℓ∞) or "spectral" (σ_max).
         support_tol: a token is a support token when its margin is ≤ 1 + support_tol.
         solver: "CLARABEL" (default, tight tolerances) or "SCS" at its default accuracy
             (~1e-5; only to reproduce the authors' published numbers, docs/theory.md §7).
+        p: the exponent of norm="lp", 1 ≤ p ≤ `MAX_P` (p = 2 is "fro"); None otherwise.
 
     Infeasible data is a result (feasible=False with the solver's status), not an error.
     """
     if not isinstance(prob, Problem):
         raise ValueError(f"`prob` must be an attsvm.Problem; got {type(prob).__name__}")
-    check_choice("norm", norm, NORMS)
+    p = check_norm(norm, p)
     support_tol = check_float("support_tol", support_tol, 0.0, 1.0)
     check_choice("solver", solver, SOLVERS)
     alpha = optimal_tokens(prob) if alpha is None else check_alpha(prob, alpha)
@@ -263,29 +343,35 @@ def solve_att_svm(prob: Problem, alpha=None, norm: str = "fro", *,
         W = np.zeros((prob.d, prob.d))
         return SvmSolution(W=W, feasible=True, status="optimal", support=np.zeros(shape, bool),
                            margins=_unflatten(prob, idx, np.zeros(0), np.nan), duals=None,
-                           alpha=alpha, norm=norm, objective=0.0)
+                           alpha=alpha, norm=norm, objective=0.0, p=p)
     # Any token identical to the selected one (after the query) makes a zero row: infeasible.
     if np.any(np.all(rows == 0, axis=1)):
         return SvmSolution(W=None, feasible=False, status="infeasible (a token equals the "
                            "selected one along its query)", support=np.zeros(shape, bool),
-                           margins=None, duals=None, alpha=alpha, norm=norm, objective=None)
-    status, W, duals = _solve_rows(rows, prob.d, norm, solver)
+                           margins=None, duals=None, alpha=alpha, norm=norm, objective=None,
+                           p=p)
+    if norm in NORMS:
+        status, W, duals = _solve_rows(rows, prob.d, norm, solver)
+    else:
+        status, W, duals = _solve_primal_norm(rows, prob.d, norm, p, solver)
     if W is None:
         return SvmSolution(W=None, feasible=False, status=status, support=np.zeros(shape, bool),
-                           margins=None, duals=None, alpha=alpha, norm=norm, objective=None)
+                           margins=None, duals=None, alpha=alpha, norm=norm, objective=None,
+                           p=p)
     margins, support = margins_and_support(prob, rows, idx, W, alpha, support_tol=support_tol)
-    obj = (np.linalg.norm(W) if norm == "fro" else np.linalg.svd(W, compute_uv=False).sum())
+    obj = matrix_norm(W, norm, p)
     return SvmSolution(W=W, feasible=True, status=status, support=support, margins=margins,
                        duals=_unflatten(prob, idx, duals, np.nan), alpha=alpha,
-                       norm=norm, objective=float(obj))
+                       norm=norm, objective=float(obj), p=p)
 
 
 def is_locally_optimal(prob: Problem, alpha, *, norm: str = "fro",
-                       solution: SvmSolution | None = None) -> bool:
+                       solution: SvmSolution | None = None, p: float | None = None) -> bool:
     """α is locally optimal: Att-SVM_α is feasible and every support token t of sequence i
-    scores below the selected one, γ_{iα_i} > γ_it (docs/theory.md §2.4)."""
+    scores below the selected one, γ_{iα_i} > γ_it (docs/theory.md §2.4) — the support set
+    being that of the SVM in `norm` (with `p` for "lp"), or of `solution` when given."""
     alpha = check_alpha(prob, alpha)
-    sol = solution if solution is not None else solve_att_svm(prob, alpha, norm)
+    sol = solution if solution is not None else solve_att_svm(prob, alpha, norm, p=p)
     if not sol.feasible:
         return False
     return supports_score_lower(token_scores(prob), alpha, sol.support)
@@ -303,11 +389,12 @@ def supports_score_lower(scores: np.ndarray, alpha, support: np.ndarray) -> bool
 
 
 def classify_selection(prob: Problem, alpha, *, norm: str = "fro",
-                       solution: SvmSolution | None = None) -> str:
+                       solution: SvmSolution | None = None, p: float | None = None) -> str:
     """"global" (α = opt, feasible), "local" (locally optimal), "feasible" (SVM feasible but
-    not locally optimal) or "infeasible". `solution`: Att-SVM_α if already solved."""
+    not locally optimal) or "infeasible" — judged with the SVM in `norm` (`p` for "lp").
+    `solution`: Att-SVM_α if already solved."""
     alpha = check_alpha(prob, alpha)
-    sol = solution if solution is not None else solve_att_svm(prob, alpha, norm)
+    sol = solution if solution is not None else solve_att_svm(prob, alpha, norm, p=p)
     if not sol.feasible:
         return "infeasible"
     if not is_locally_optimal(prob, alpha, solution=sol):
@@ -320,12 +407,15 @@ def classify_selection(prob: Problem, alpha, *, norm: str = "fro",
 
 
 def locally_optimal_selections(prob: Problem, *, norm: str = "fro",
-                               max_selections: int = MAX_SELECTIONS) -> list[dict]:
+                               max_selections: int = MAX_SELECTIONS,
+                               p: float | None = None) -> list[dict]:
     """Every selection α (T^n of them; single-query problems) with its SVM status.
 
     Returns a list of dicts: alpha (tuple), status ("global" / "local" / "feasible" /
-    "infeasible"), objective (‖W^mm_α‖ or None), solver_status.
+    "infeasible"), objective (‖W^mm_α‖ or None), solver_status. Support tokens (hence
+    "local") are those of the SVM in `norm` (`p` for "lp").
     """
+    p = check_norm(norm, p)
     if prob.queries != "single":
         raise ValueError("`prob` must be a single-query problem to enumerate selections; "
                          f"got queries={prob.queries!r}")
@@ -341,7 +431,7 @@ def locally_optimal_selections(prob: Problem, *, norm: str = "fro",
     out = []
     for a in itertools.product(range(prob.T), repeat=prob.n):
         alpha = np.array(a)
-        sol = solve_att_svm(prob, alpha, norm)
+        sol = solve_att_svm(prob, alpha, norm, p=p)
         if not sol.feasible:
             status = "infeasible"
         else:
