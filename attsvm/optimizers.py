@@ -22,8 +22,8 @@ entries for p near 1 (docs/followups.md §2.5 pitfall 2). At p = 2 both maps are
 (the gradient of attention has rank ≤ n; the null directions of an SVD are arbitrary).
 ε = 0 normalizes exactly (a gradient whose norm is 0 or below the smallest normal float,
 2.2e-308, gives a zero step: the run has reached float64's floor); the authors' code adds
-ε = 2⁻⁵² (arXiv 2308.16898 experiments; see docs/theory.md), which stalls the iterates once ‖g‖ ≈ ε (§4b; with the
-plain gradient they then drift slowly away: docs/optimizer_bias_demo.py).
+ε = 2⁻⁵² (docs/theory.md), which stalls the iterates once ‖g‖ ≈ ε (docs/followups.md §4b;
+with the plain gradient they then drift slowly away: docs/optimizer_bias_demo.py).
 Norms are computed scaled by max|g| so that gradients of 1e-300 still normalize (‖g‖² would
 underflow).
 
@@ -179,7 +179,7 @@ def make_optimizer(name: str) -> Optimizer:
     return Optimizer(init=init, update=update)
 
 
-# -- the centred objective (docs/followups.md §4b) -------------------------------------------------------
+# -- the centred objective (docs/followups.md §4b) --------------------------------------
 def centred_outputs(W, data: Data, kind: str):
     """f: (n, K) and s: (n, K, T) as `model.outputs`, with r = x_ρ + Σ_t s_t (x_t − x_ρ),
     ρ = argmax of the logits of each (sequence, query): same values, cancellation-free
@@ -356,7 +356,8 @@ def run_optimizer(prob: Problem, *, optimizer: str, steps: int, lr: float,
             random_problem(6, 8, 10) seeds at lr = 1, ‖W‖ up to 1e94; none with 10·lr).
             "polyak" uses L − L* from `loss_gap` (L* = `loss_infimum(prob, loss)`; linear
             head only; the risk's gap: a (K, Q) ridge is not included).
-        centred: differentiate the centred objective (docs/followups.md §4b); False = plain autodiff.
+        centred: differentiate the centred objective (docs/followups.md §4b); False: plain
+            autodiff.
         ridge: the (K, Q) ridge ε (default 2⁻⁵², as the engine). record_every: record
             stride (default: 1; must divide `steps`).
     """
