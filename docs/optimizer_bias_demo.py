@@ -5,7 +5,8 @@ centred: 1 − corr(W(k), W^mm_α) of normalized GD (lr 0.1, W_0 = 0) on
     for the four combinations {centred, plain} gradient × {exact, ε = 2⁻⁵²} normalization
     (docs/followups.md §4b). Medians over the seeds.
 md: normalized ℓp mirror descent (docs/followups.md §2.6 settings: W_0 = 0,
-    η = 2e-4, 2e-3, 1e-2, 0.5 for p = 1.25, 1.5, 2, 3; centred gradient) on random_problem(n=4, T=4, d=4, seed=s),
+    η = 2e-4, 2e-3, 1e-2, 0.5 for p = 1.25, 1.5, 2, 3; centred gradient) on
+    random_problem(n=4, T=4, d=4, seed=s),
     stopped at the first record with ‖W‖_F ≥ 300; Frobenius cosine of W with the ℓp'-AttSVM
     at its selection α, for every p'.
 

@@ -178,8 +178,8 @@ def test_bad_arguments_are_rejected(kw, match):
 
 def test_normalized_md_converges_toward_its_own_lp_svm():
     """Issue 11 acceptance on one instance (settings of docs/followups.md §2.6): normalized
-    ℓp-MD from W = 0, stopped at ‖W‖_F ≈ 300, has Frobenius cosine ≥ 0.99 with the ℓp-AttSVM at its own
-    selection and a lower one with the ℓp' SVMs, p' ≠ p (measured: 0.9990 / 0.9998)."""
+    ℓp-MD from W = 0, stopped at ‖W‖_F ≈ 300, has Frobenius cosine ≥ 0.99 with the ℓp-AttSVM
+    at its own selection and a lower one with the ℓp' SVMs, p' ≠ p (measured: 0.9990 / 0.9998)."""
     prob = attsvm.random_problem(n=4, T=4, d=4, seed=0)
     ps = (1.25, 1.5, 2.0, 3.0)
     for p, lr, steps in [(1.5, 2e-3, 12_000), (3.0, 0.5, 84_000)]:
