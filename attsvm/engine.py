@@ -3,13 +3,17 @@
 Normalized GD (arXiv 2308.16898 §2, Algorithm "normalized GD"; docs/theory.md §A.1):
     W ← W − η ∇L(W) / (‖∇L(W)‖_F + ε₀)                                   (param="W")
     K ← K − η ∇_K / (‖∇_K‖_F + ε₀),  Q ← Q − η ∇_Q / (‖∇_Q‖_F + ε₀)      (param="KQ")
-with ε₀ = 2⁻⁵² and, for (K, Q), the objective L(K Qᵀ) + ε (‖K‖_F² + ‖Q‖_F²), ε = `ridge`:
-exactly `model.objective`, which the gradient tests check. Plain GD (`normalized=False`)
-drops the normalization.
+with ε₀ = `eps` (2⁻⁵² in the authors' code, the default) and, for (K, Q), the objective
+L(K Qᵀ) + ε (‖K‖_F² + ‖Q‖_F²), ε = `ridge`: exactly `model.objective`, which the gradient
+tests check. Every other rule of `attsvm.optimizers` (plain GD, Polyak steps, ℓp mirror
+descent, sign and spectral descent; docs/followups.md §2, §4, §5) runs in the same engine:
+the rule is static (one program each), its step size, p and ε traced. `centred=True`
+differentiates the centred form of the attention (`model.outputs`), exact far into
+saturation (docs/followups.md §4b).
 
 `vmap` over runs of a `lax.scan` over records of a loop over steps. The step size, the
-ridge and `record_every` are traced (a new value never recompiles; only the number of
-records is part of the program).
+ridge, p, ε and `record_every` are traced (a new value never recompiles; the number of
+records and the rule are part of the program).
 
 Overflow (docs/theory.md §A.3): a run stops at its last finite state and reports
 the step; its records stay finite.
@@ -20,8 +24,10 @@ from functools import partial
 
 from . import model
 from .model import Data, jax, jnp
+from .optimizers import OPTIMIZERS, Hyper, loss_gap, make_optimizer
 
 NORM_EPS = 2.0 ** -52            # ε₀ of the normalized step, as in the authors' code
+RULES = {name: make_optimizer(name) for name in OPTIMIZERS}
 
 
 def compile_count() -> int:
@@ -31,17 +37,20 @@ def compile_count() -> int:
 
 
 # -- the compiled engine ------------------------------------------------------------------
-@partial(jax.jit, static_argnames=("param", "head", "loss", "normalized", "n_records"))
-def simulate(params0, data: Data, lr, ridge, record_every, *, param, head, loss, normalized,
-              n_records):
+@partial(jax.jit, static_argnames=("rule", "param", "head", "loss", "centred", "n_records"))
+def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, param, head,
+             loss, centred, n_records):
     """Batched GD. params0 and data carry a leading run axis; returns per-run records.
 
-    Only the number of records is static: `record_every` (and so `steps`) is traced, like
-    `lr` and `ridge`, so a new step count with the same number of records reuses the program.
+    rule: a name of `optimizers.OPTIMIZERS` (static: one program per rule; a switch between
+    rules inside the step loop cost the default rule 10–30 % here); hyper: its traced
+    hyperparameters (lr, p, ε, the Polyak caps). `record_every` (and so `steps`) is traced,
+    like `lr` and `ridge`, so a new step count with the same number of records reuses the
+    program.
     """
     def one_run(params0, data):
         obj = partial(model.objective_and_records, data=data, ridge=ridge, param=param,
-                      head_kind=head, loss_kind=loss)
+                      head_kind=head, loss_kind=loss, centred=centred)
         vg = jax.value_and_grad(obj, has_aux=True)
         leaves = jax.tree_util.tree_leaves
         tmap = jax.tree_util.tree_map
@@ -54,14 +63,12 @@ def simulate(params0, data: Data, lr, ridge, record_every, *, param, head, loss,
             one, and stop there. If this state is fine but its update is not (or ‖·‖² of the
             result overflows), stop here. Either way `bad_at` is the last good step.
             """
-            params, prev, prev_rec, bad_at, k = carry
+            (params, state), prev, prev_rec, bad_at, k = carry
             (total, (L, s, W)), g = vg(params)
-            sq = [jnp.sum(a * a) for a in leaves(g)]
-            gnorm = jnp.sqrt(sum(sq))
-            if normalized:
-                g = tmap(lambda a, q: a / (jnp.sqrt(q) + NORM_EPS), g,
-                         jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(g), sq))
-            new = tmap(lambda p, a: p - lr * a, params, g)
+            gnorm = jnp.sqrt(sum(jnp.sum(a * a) for a in leaves(g)))
+            gap = (loss_gap(W, data, loss) if rule == "polyak" and head == "linear"
+                   else jnp.zeros((), W.dtype))
+            new, state_new = RULES[rule].update(g, state, params, hyper._replace(gap=gap))
             rec = (W, s, L, gnorm)
             here_ok = jnp.isfinite(total) & jnp.isfinite(gnorm)
             next_ok = jnp.isfinite(sum(jnp.sum(a * a) for a in leaves(new)))
@@ -72,7 +79,8 @@ def simulate(params0, data: Data, lr, ridge, record_every, *, param, head, loss,
             rec_out = tmap(lambda a, b: jnp.where(back, a, b), prev_rec, rec)
             nxt = tmap(lambda a, b, c: jnp.where(back, a, jnp.where(bad_at >= 0, b, c)),
                        prev, params, new)
-            return (nxt, params, rec, bad_at, k + 1), rec_out
+            state = tmap(lambda b, c: jnp.where(bad_at >= 0, b, c), state, state_new)
+            return ((nxt, state), params, rec, bad_at, k + 1), rec_out
 
         def chunk(carry, j):
             carry, rec = step(carry)                 # record the state this chunk starts from
@@ -83,10 +91,11 @@ def simulate(params0, data: Data, lr, ridge, record_every, *, param, head, loss,
 
         L0, s0, W0 = jax.eval_shape(lambda p: vg(p)[0][1], params0)
         zrec = tuple(jnp.zeros(a.shape, a.dtype) for a in (W0, s0, L0, L0))
-        carry0 = (params0, params0, zrec, jnp.array(-1), jnp.array(0))
+        carry0 = ((params0, RULES[rule].init(params0)), params0, zrec, jnp.array(-1),
+                  jnp.array(0))
         carry, recs = jax.lax.scan(chunk, carry0, jnp.arange(n_records + 1))
         bad_at = jnp.where(carry[3] >= n_records * record_every, -1, carry[3])
-        final = tmap(lambda a, b: jnp.where(bad_at >= 0, a, b), carry[0], carry[1])
+        final = tmap(lambda a, b: jnp.where(bad_at >= 0, a, b), carry[0][0], carry[1])
         return recs, final, bad_at
 
     # Records come out record-major, (k, B, ...), as the scan writes them: a run-major layout

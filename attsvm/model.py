@@ -56,10 +56,25 @@ def head(r, data: Data, kind: str):
     raise ValueError(f"`head` must be one of ['linear', 'relu', 'quadratic']; got {kind!r}")
 
 
-def outputs(W, data: Data, kind: str):
-    """f: (n, K) predictions and s: (n, K, T) attention."""
-    s = attention(W, data)
-    r = jnp.einsum("nkt,ntd->nkd", s, data.X)
+def outputs(W, data: Data, kind: str, *, centred: bool = False):
+    """f: (n, K) predictions and s: (n, K, T) attention.
+
+    centred: compute r = Σ_t s_t x_t as x_ρ + Σ_t s_t (x_t − x_ρ), ρ = the argmax of the
+    logits (an integer: no gradient flows through the choice). The same numbers, but the
+    softmax backward then never subtracts two terms of size 1, so the gradient stays exact
+    to rounding far into saturation (the plain form loses the selected token's term once
+    1 − s_ρ < 2⁻⁵³, logit gaps ≳ 37: docs/followups.md §4b).
+    """
+    if not centred:
+        s = attention(W, data)
+        r = jnp.einsum("nkt,ntd->nkd", s, data.X)
+        return head(r, data, kind), s
+    a = logits(W, data)                                         # (n, K, T)
+    s = jax.nn.softmax(a, axis=-1)
+    rho = jnp.argmax(a, axis=-1)                                # (n, K)
+    Xr = jnp.take_along_axis(data.X, rho[:, :, None], axis=1)  # (n, K, d)
+    D = data.X[:, None, :, :] - Xr[:, :, None, :]               # (n, K, T, d)
+    r = Xr + jnp.einsum("nkt,nktd->nkd", s, D)
     return head(r, data, kind), s
 
 
@@ -81,14 +96,14 @@ def risk(W, data: Data, head_kind: str, loss_kind: str):
 
 
 def objective_and_records(params, data: Data, ridge, *, param: str, head_kind: str,
-                          loss_kind: str):
+                          loss_kind: str, centred: bool = False):
     """What GD minimizes, with what it records: (objective, (L, s, W)).
 
     objective = L(W) for "W"; L(K Qᵀ) + ridge (‖K‖² + ‖Q‖²) for "KQ" (the GD engine
     differentiates exactly this function; `objective` is its first output).
     """
     W = as_W(params, param)
-    f, s = outputs(W, data, head_kind)
+    f, s = outputs(W, data, head_kind, centred=centred)
     L = jnp.sum(data.w * loss_fn(data.Y * f, loss_kind))
     total = L
     if param == "KQ":
@@ -97,10 +112,11 @@ def objective_and_records(params, data: Data, ridge, *, param: str, head_kind: s
     return total, (L, s, W)
 
 
-def objective(params, data: Data, ridge, *, param: str, head_kind: str, loss_kind: str):
+def objective(params, data: Data, ridge, *, param: str, head_kind: str, loss_kind: str,
+              centred: bool = False):
     """What GD minimizes: L(W) for "W"; L(K Qᵀ) + ridge (‖K‖² + ‖Q‖²) for "KQ"."""
     return objective_and_records(params, data, ridge, param=param, head_kind=head_kind,
-                                 loss_kind=loss_kind)[0]
+                                 loss_kind=loss_kind, centred=centred)[0]
 
 
 def as_W(params, param: str):

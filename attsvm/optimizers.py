@@ -100,7 +100,10 @@ def _norm(a, q=2.0):
     m = jnp.max(jnp.abs(a))
     ok = m > TINY
     safe = jnp.where(ok, m, 1.0)
-    return jnp.where(ok, m * jnp.sum(jnp.abs(a / safe) ** q) ** (1.0 / q), 0.0)
+    u = a / safe
+    if isinstance(q, (int, float)) and q == 2.0:     # no general pow on the hot path
+        return jnp.where(ok, m * jnp.sqrt(jnp.sum(u * u)), 0.0)
+    return jnp.where(ok, m * jnp.sum(jnp.abs(u) ** q) ** (1.0 / q), 0.0)
 
 
 def _tree_norm(tree):
@@ -181,16 +184,8 @@ def make_optimizer(name: str) -> Optimizer:
 
 # -- the centred objective (docs/followups.md §4b) --------------------------------------
 def centred_outputs(W, data: Data, kind: str):
-    """f: (n, K) and s: (n, K, T) as `model.outputs`, with r = x_ρ + Σ_t s_t (x_t − x_ρ),
-    ρ = argmax of the logits of each (sequence, query): same values, cancellation-free
-    gradient."""
-    a = model.logits(W, data)                                   # (n, K, T)
-    s = jax.nn.softmax(a, axis=-1)
-    rho = jnp.argmax(a, axis=-1)                                # (n, K) integer: no gradient
-    Xr = jnp.take_along_axis(data.X, rho[:, :, None], axis=1)  # (n, K, d)
-    D = data.X[:, None, :, :] - Xr[:, :, None, :]               # (n, K, T, d)
-    r = Xr + jnp.einsum("nkt,nktd->nkd", s, D)
-    return model.head(r, data, kind), s
+    """f: (n, K) and s: (n, K, T) as `model.outputs`, centred (cancellation-free gradient)."""
+    return model.outputs(W, data, kind, centred=True)
 
 
 def centred_risk(W, data: Data, head_kind: str, loss_kind: str):
@@ -203,11 +198,8 @@ def centred_objective(params, data: Data, ridge, *, param: str, head_kind: str,
                       loss_kind: str):
     """`model.objective` with the centred representation: its autodiff gradient is the
     cancellation-free one."""
-    if param == "W":
-        return centred_risk(params, data, head_kind, loss_kind)
-    K, Q = params
-    return (centred_risk(K @ Q.T, data, head_kind, loss_kind)
-            + ridge * (jnp.sum(K * K) + jnp.sum(Q * Q)))
+    return model.objective(params, data, ridge, param=param, head_kind=head_kind,
+                           loss_kind=loss_kind, centred=True)
 
 
 def loss_gap(W, data: Data, loss_kind: str):

@@ -14,8 +14,9 @@ import numpy as np
 
 from . import limits, model
 from .batching import padded_batch, place
-from .engine import simulate
+from .engine import NORM_EPS, simulate
 from .model import jax, jnp
+from .optimizers import KQ_OPTIMIZERS, MAX_P, MIN_P, OPTIMIZERS, Hyper
 from .problems import Problem, check_choice, check_float, check_int, check_record_every
 from .trajectory import SATURATION_TOL, Trajectory
 
@@ -25,7 +26,7 @@ MAX_STEPS = 1_000_000
 MAX_RECORD_FLOATS = limits.MAX_RECORD_FLOATS   # ≈ 480 MB of recorded float64 per call
 # The keyword options of `train` that a run's settings record (all but `init`).
 TRAIN_OPTIONS = ("param", "steps", "lr", "normalized", "loss", "seed", "record_every", "m",
-                 "ridge", "saturation_tol")
+                 "ridge", "saturation_tol", "optimizer", "p", "eps", "centred")
 
 
 def backend() -> dict:
@@ -35,15 +36,37 @@ def backend() -> dict:
             "device_kind": devs[0].device_kind, "x64": bool(jax.config.jax_enable_x64)}
 
 
+def _check_optimizer(*, param, head, normalized, optimizer, p, eps, centred) -> dict:
+    """The update rule: `optimizer` (default: "ngd", or "gd" with normalized=False), its
+    mirror exponent p (md/nmd only), the normalizer's ε and the centred gradient."""
+    if not isinstance(normalized, (bool, np.bool_)):
+        raise ValueError(f"`normalized` must be True or False; got {normalized!r}")
+    if optimizer is None:
+        optimizer = "ngd" if normalized else "gd"
+    check_choice("optimizer", optimizer, OPTIMIZERS if param == "W" else KQ_OPTIMIZERS)
+    if optimizer == "polyak" and head != "linear":
+        raise ValueError(f"`optimizer` 'polyak' needs the loss infimum L*, known for the "
+                         f"linear head only; got head={head!r}")
+    if optimizer in ("md", "nmd"):
+        p = check_float("p", 2.0 if p is None else p, MIN_P, MAX_P)
+    elif p is not None:
+        raise ValueError(f"`p` must be None unless optimizer is 'md' or 'nmd'; got {p!r}")
+    eps = NORM_EPS if eps is None else check_float("eps", eps, 0.0, 1.0)
+    if not isinstance(centred, (bool, np.bool_)):
+        raise ValueError(f"`centred` must be True or False; got {centred!r}")
+    return dict(optimizer=optimizer, p=p, eps=eps, centred=bool(centred),
+                normalized=optimizer in ("ngd", "nmd"))
+
+
 def _check_settings(prob: Problem, *, param, steps, lr, normalized, loss, record_every, m,
-                    ridge, n_runs):
+                    ridge, n_runs, optimizer=None, p=None, eps=None, centred=False):
     check_choice("param", param, PARAMS)
     check_choice("loss", loss, model.LOSSES)
     steps = check_int("steps", steps, 1, MAX_STEPS)
     record_every = check_record_every(record_every, steps)
     lr = check_float("lr", lr, 0.0, 1e3, lo_open=True)
-    if not isinstance(normalized, (bool, np.bool_)):
-        raise ValueError(f"`normalized` must be True or False; got {normalized!r}")
+    rule = _check_optimizer(param=param, head=prob.head, normalized=normalized,
+                            optimizer=optimizer, p=p, eps=eps, centred=centred)
     m = prob.d if m is None else check_int("m", m, 1, prob.d)
     ridge = RIDGE_EPS if ridge is None else check_float("ridge", ridge, 0.0, 1.0)
     k = steps // record_every + 1
@@ -56,8 +79,8 @@ def _check_settings(prob: Problem, *, param, steps, lr, normalized, loss, record
             f"`record_every` must keep the recorded history under {MAX_RECORD_FLOATS:,} "
             f"numbers; got {record_every} ({n_runs} runs × {k} records × {per} numbers). "
             f"Record every {math.ceil(steps / most)} steps or fewer runs.")
-    return dict(param=param, steps=steps, lr=lr, normalized=bool(normalized), loss=loss,
-                record_every=record_every, m=m, ridge=ridge)
+    return dict(param=param, steps=steps, lr=lr, loss=loss, record_every=record_every, m=m,
+                ridge=ridge, **rule)
 
 
 def default_init(prob: Problem, param: str = "W", *, seed: int = 0, m: int | None = None,
@@ -129,20 +152,25 @@ def _inits(probs, init, *, param: str, seed: int, m: int) -> list:
 def train(prob: Problem, *, param: str = "W", steps: int = 2000, lr: float = 0.1,
           normalized: bool = True, loss: str = "logistic", init=None, seed: int = 0,
           record_every: int = 1, m: int | None = None, ridge: float | None = None,
-          saturation_tol: float = SATURATION_TOL) -> Trajectory:
+          saturation_tol: float = SATURATION_TOL, optimizer: str | None = None,
+          p: float | None = None, eps: float | None = None,
+          centred: bool = False) -> Trajectory:
     """Run GD on one problem. See `train_batch` for the arguments."""
     if not isinstance(prob, Problem):
         raise ValueError(f"`prob` must be an attsvm.Problem; got {type(prob).__name__}")
     return train_batch([prob], param=param, steps=steps, lr=lr, normalized=normalized,
                        loss=loss, init=None if init is None else [init], seed=seed,
                        record_every=record_every, m=m, ridge=ridge,
-                       saturation_tol=saturation_tol)[0]
+                       saturation_tol=saturation_tol, optimizer=optimizer, p=p, eps=eps,
+                       centred=centred)[0]
 
 
 def train_batch(probs, *, param: str = "W", steps: int = 2000, lr: float = 0.1,
                 normalized: bool = True, loss: str = "logistic", init=None, seed: int = 0,
                 record_every: int = 1, m: int | None = None, ridge: float | None = None,
-                saturation_tol: float = SATURATION_TOL, devices=None) -> Trajectory:
+                saturation_tol: float = SATURATION_TOL, devices=None,
+                optimizer: str | None = None, p: float | None = None, eps: float | None = None,
+                centred: bool = False) -> Trajectory:
     """Run GD on several problems of equal shape at once (one compiled, vmapped program).
 
     Args:
@@ -162,6 +190,14 @@ def train_batch(probs, *, param: str = "W", steps: int = 2000, lr: float = 0.1,
         saturation_tol: threshold of `Trajectory.saturated_at`.
         devices: the JAX devices to spread the runs over (default: all of them). One device
             runs the whole batch there (sweeps deal fixed-size chunks to devices this way).
+        optimizer: the update rule, one of `optimizers.OPTIMIZERS` ("gd", "ngd", "polyak",
+            "md", "nmd", "sign", "spectral"; for "KQ" gd/ngd/polyak/sign); default "ngd"
+            ("gd" when normalized=False). Traced: switching rules does not recompile.
+        p: the mirror exponent of "md"/"nmd" (default 2: GD/NGD), 1.01 … 100.
+        eps: ε added to the normalizer of "ngd"/"nmd"; default 2⁻⁵² (the authors'), 0 for
+            the exact normalized step (with ε the step shrinks once ‖∇L‖ ≲ 1e-16).
+        centred: differentiate the centred attention (exact gradients far into saturation,
+            docs/followups.md §4b); default False, the plain autodiff of the authors' code.
 
     Returns:
         A batched `Trajectory` (index it for single runs).
@@ -169,16 +205,19 @@ def train_batch(probs, *, param: str = "W", steps: int = 2000, lr: float = 0.1,
     probs = _check_probs(probs)
     p0, B = probs[0], len(probs)
     cfg = _check_settings(p0, param=param, steps=steps, lr=lr, normalized=normalized,
-                          loss=loss, record_every=record_every, m=m, ridge=ridge, n_runs=B)
+                          loss=loss, record_every=record_every, m=m, ridge=ridge, n_runs=B,
+                          optimizer=optimizer, p=p, eps=eps, centred=centred)
     seed = check_int("seed", seed, 0, 2**63 - 1)
     check_float("saturation_tol", saturation_tol, 0.0, 1.0)
     m = cfg["m"]
     inits = _inits(probs, init, param=param, seed=seed, m=m)
     data, params0 = place(*padded_batch(probs, inits, param=param, m=m), devices)
+    f64 = lambda x: jnp.asarray(x, jnp.float64)   # noqa: E731
+    hyper = Hyper(lr=f64(cfg["lr"]), p=f64(cfg["p"] or 2.0), eps=f64(cfg["eps"]),
+                  cap=f64(np.inf), gap=f64(0.0), max_step=f64(10.0 * cfg["lr"]))
     recs, final, bad_at = simulate(
-        params0, data, jnp.asarray(cfg["lr"], jnp.float64), jnp.asarray(cfg["ridge"], jnp.float64),
-        jnp.asarray(cfg["record_every"], jnp.int64),
-        param=param, head=p0.head, loss=loss, normalized=cfg["normalized"],
+        params0, data, hyper, f64(cfg["ridge"]), jnp.asarray(cfg["record_every"], jnp.int64),
+        rule=cfg["optimizer"], param=param, head=p0.head, loss=loss, centred=cfg["centred"],
         n_records=steps // cfg["record_every"])
     settings = dict(cfg, seed=seed, saturation_tol=float(saturation_tol), n=p0.n, T=p0.T,
                     d=p0.d, head=p0.head, queries=p0.queries, attention=p0.attention, runs=B)

@@ -1,0 +1,89 @@
+"""Every update rule runs in the compiled, vmapped GD engine (`attsvm.train(optimizer=…)`)
+and matches the standalone driver `optimizers.run_optimizer`, itself held to plain numpy
+loops in tests/test_optimizers.py; the default stays the authors' normalized GD."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import attsvm
+from attsvm import optimizers as O
+from attsvm.engine import compile_count
+
+PROB = attsvm.random_problem(n=3, T=4, d=5, seed=1)
+STEPS = 50
+
+
+def _init(param):
+    return attsvm.default_init(PROB, param, seed=0)
+
+
+CASES = [("W", name, p) for name in O.OPTIMIZERS for p in ((1.5, 3.0) if "md" in name
+                                                            else (None,))]
+CASES += [("KQ", name, None) for name in O.KQ_OPTIMIZERS]
+
+
+@pytest.mark.parametrize("centred", [True, False])
+@pytest.mark.parametrize("param,name,p", CASES, ids=[f"{a}-{b}-{c}" for a, b, c in CASES])
+def test_engine_rule_matches_the_standalone_driver(param, name, p, centred):
+    lr = 0.05
+    tr = attsvm.train(PROB, param=param, optimizer=name, p=p, steps=STEPS, lr=lr, eps=0.0,
+                      centred=centred, init=_init(param), record_every=10)
+    ref = O.run_optimizer(PROB, optimizer=name, p=p, param=param, steps=STEPS, lr=lr,
+                          eps=0.0, centred=centred, init=_init(param), record_every=10)
+    np.testing.assert_allclose(tr.W, ref.W, rtol=1e-10, atol=1e-12)
+    assert tr.settings["optimizer"] == name
+
+
+def test_md_with_p_2_is_gd_in_the_engine():
+    a = attsvm.train(PROB, optimizer="md", p=2.0, steps=STEPS, lr=0.1, init=_init("W"))
+    b = attsvm.train(PROB, optimizer="gd", steps=STEPS, lr=0.1, init=_init("W"))
+    np.testing.assert_allclose(a.W, b.W, rtol=1e-13, atol=1e-15)
+
+
+def test_default_is_the_authors_normalized_gd_and_new_values_do_not_recompile():
+    a = attsvm.train(PROB, steps=STEPS, lr=0.1, record_every=STEPS)
+    b = attsvm.train(PROB, steps=STEPS, lr=0.1, record_every=STEPS, optimizer="ngd",
+                     eps=2.0 ** -52)
+    np.testing.assert_array_equal(a.W, b.W)
+    assert a.settings["optimizer"] == "ngd" and a.settings["eps"] == 2.0 ** -52
+    attsvm.train(PROB, steps=STEPS, lr=0.1, record_every=STEPS, optimizer="nmd", p=1.5)
+    n = compile_count()
+    for lr, p, eps in ((0.2, 3.0, 0.0), (0.05, 1.25, 1e-8)):   # traced: one program
+        attsvm.train(PROB, steps=STEPS, lr=lr, record_every=STEPS, optimizer="nmd", p=p,
+                     eps=eps)
+    assert compile_count() == n
+    c = attsvm.train(PROB, steps=STEPS, lr=0.1, record_every=STEPS, normalized=False)
+    assert c.settings["optimizer"] == "gd"
+
+
+def test_the_centred_gradient_keeps_the_direction_converging_past_saturation():
+    """NGD with the exact normalized step: the centred engine keeps approaching W^mm where
+    the authors' form (plain gradient, ε = 2⁻⁵²) stalls (docs/followups.md §4b)."""
+    prob = attsvm.random_problem(n=6, T=8, d=10, seed=0)
+    W0 = np.zeros((10, 10))
+    kw = dict(steps=6000, lr=0.1, init=W0, record_every=1000)
+    new = attsvm.train(prob, eps=0.0, centred=True, **kw)
+    old = attsvm.train(prob, **kw)
+    sol = attsvm.solve_att_svm(prob, new.alpha, "fro")
+    err = lambda tr: [1 - attsvm.correlation(W, sol.W) for W in tr.W[1:]]   # noqa: E731
+    e_new, e_old = err(new), err(old)       # at steps 1000, 2000, …, 6000
+    print("1 - corr, centred exact:", e_new, "authors' form:", e_old)
+    assert e_new[-1] < e_new[1] / 5            # still falling after step 2000
+    assert e_new[-1] < e_old[-1] / 5
+
+
+@pytest.mark.parametrize("bad,word", [
+    (dict(optimizer="adam"), "optimizer"), (dict(optimizer="md", p=0.5), "p"),
+    (dict(optimizer="ngd", p=1.5), "p"), (dict(eps=-1.0), "eps"), (dict(centred="yes"), "centred"),
+    (dict(param="KQ", optimizer="spectral"), "optimizer"),
+])
+def test_bad_optimizer_settings_are_refused_by_name(bad, word):
+    with pytest.raises(ValueError, match=f"`{word}`"):
+        attsvm.train(PROB, steps=5, **bad)
+
+
+def test_polyak_needs_the_linear_head():
+    prob = attsvm.random_problem(n=2, T=3, d=3, seed=0, head="relu")
+    with pytest.raises(ValueError, match="linear head"):
+        attsvm.train(prob, steps=5, optimizer="polyak")
