@@ -17,8 +17,10 @@ from threadpoolctl import threadpool_limits
 
 from ..train import backend as _backend
 from . import (
+    adaptive_steps,
     geometry,
     local_convergence,
+    lp_mirror_descent,
     multi_token,
     overparameterization,
     regularization_path,
@@ -36,6 +38,8 @@ _MODULES = {
     overparameterization.NAME: overparameterization,
     regularization_path.NAME: regularization_path,
     sequence_causal.NAME: sequence_causal,
+    lp_mirror_descent.NAME: lp_mirror_descent,
+    adaptive_steps.NAME: adaptive_steps,
 }
 EXPERIMENTS = tuple(_MODULES)
 
