@@ -25,6 +25,7 @@ PAGES = [
     ("rank.py", "Rank collapse", "compress", "rank-collapse"),
     ("nonlinear.py", "Nonlinear heads", "extension", "nonlinear-heads"),
     ("sequences.py", "Sequences and causal attention", "link", "causal-attention"),
+    ("optimizers.py", "Optimizer → norm", "speed", "optimizer-norm"),
     ("reproduce.py", "Reproduce the paper", "description", "paper-figures"),
 ]
 here = Path(__file__).parent

@@ -187,3 +187,26 @@ def generalized(pspec: ProblemSpec, tspec: TrainSpec, threshold: float) -> dict:
     gen = attsvm.solve_generalized_svm(prob, run.W[-1], threshold=threshold, norm=norm)
     one = attsvm.solve_att_svm(prob, run.alpha, norm)
     return dict(run=run, gen=gen, one=one)
+
+
+# -- Optimizer → norm page (issue 11) ----------------------------------------------------------
+@st.cache_data(max_entries=16, ttl=TTL, show_spinner="Racing the optimizers…")
+@hosted.metered
+def optimizer_race(pspec: ProblemSpec, runs: tuple, steps: int) -> dict:
+    """W(k) of each (name, optimizer, lr, p) of `runs` from W_0 = 0 on the spec's problem,
+    ~100 records. Returns {name: (steps (k,), W (k, d, d))}."""
+    from attsvm.optimizers import run_optimizer
+    prob = pspec.build()
+    every = max(1, steps // 100)
+    out = {}
+    for name, opt, lr, p in runs:
+        r = run_optimizer(prob, optimizer=opt, steps=steps, lr=lr, p=p, record_every=every)
+        out[name] = (r.steps, r.W)
+    return out
+
+
+@st.cache_data(max_entries=512, ttl=TTL, show_spinner=False)
+@hosted.metered
+def svm_norm(pspec: ProblemSpec, alpha: tuple, norm: str, p: float | None = None):
+    """The Att-SVM_α in any norm of `attsvm.solve_att_svm` (α nested tuples for queries)."""
+    return attsvm.solve_att_svm(pspec.build(), np.array(alpha), norm, p=p)
