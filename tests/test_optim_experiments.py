@@ -65,6 +65,7 @@ def test_adaptive_steps_tiny_ngd_and_polyak_beat_gd(tiny):
     assert t.loc["gd", "reached_0.99"] == 0.0       # GD: logarithmic rate
     assert t.loc["polyak", "off_mass_at"] < t.loc["gd", "off_mass_at"]
     assert "GD/NGD ≥" in res.summary["text"] and "2402.05738" in res.summary["text"]
+    assert {r["optimizer"] for r in res.summary["ratios"]} == {"ngd", "polyak"}
 
 
 @pytest.mark.parametrize("name,bad,word", [
