@@ -15,7 +15,8 @@ from ui.widgets import BOUND, build, check_gd, check_svm, explained
 
 st.title("Optimizer → norm")
 st.markdown("Each optimizer has its own implicit bias: its W(k)/‖W(k)‖ approaches the "
-            "attention SVM of *its* norm. All runs start at W = 0 on the sidebar's problem.")
+            "attention SVM of *its* norm. All runs train the combined W from W = 0 on the "
+            "sidebar's problem.")
 # optimizer: (label, the norm theory names, status, citation)
 THEORY = {
     "gd": ("GD", "fro", "proved (local)", "arXiv 2308.16898 §3"),
@@ -44,6 +45,9 @@ if not names:
     st.stop()
 pspec, tspec = specs()
 prob = build(pspec)
+if prob.head != "linear" and "polyak" in names:   # L* = (1/n) Σ ℓ(γ*) needs the linear head
+    st.warning("Polyak needs L* in closed form (linear head): left out for this head.")
+    names = [o for o in names if o != "polyak"] or st.stop()
 # default step sizes: ‖W‖ of order 10²–10³ after `steps` (normalized rules move ≈ η per step)
 LR = dict(gd=1.0, ngd=300 / steps, polyak=0.5, md=1.0, nmd=default_lr(p) * 15000 / steps,
           sign=30 / steps, spectral=100 / steps)
@@ -64,9 +68,10 @@ for o in names:
     grow.append(pd.DataFrame({"step": k[1:], "‖W‖_F": np.linalg.norm(W[1:], axis=(1, 2)),
                               "optimizer": THEORY[o][0]}))
     A, _ = constraint_rows(prob, alpha)
+    key = tuple(tuple(r) for r in alpha.tolist()) if alpha.ndim == 2 else tuple(alpha.tolist())
     for norm, q, label in NORMS:
         with explained():
-            sol = cache.svm_norm(pspec, tuple(np.asarray(alpha).tolist()), norm, q)
+            sol = cache.svm_norm(pspec, key, norm, q)
         if not sol.feasible:
             rows.append(dict(optimizer=THEORY[o][0], norm=label, value=np.nan))
             continue

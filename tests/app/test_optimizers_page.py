@@ -33,3 +33,11 @@ def test_controls_change_the_race():
 def test_over_budget_is_refused(tiny_budget):
     at = open_page("optimizers.py", query=SMALL)
     assert at.error and not charts(at)
+
+
+def test_polyak_is_left_out_for_a_nonlinear_head():
+    at = open_page("optimizers.py", query={**SMALL, "head": "relu"})
+    at.multiselect(key="opt_names").set_value(["gd", "polyak", "sign"]).run()
+    assert_clean(at)
+    assert "left out" in texts(at) and not at.error
+    assert set(table(at, "α").optimizer) == {"GD", "signGD"}
