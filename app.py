@@ -27,6 +27,7 @@ PAGES = [
     ("nonlinear.py", "Nonlinear heads", "extension", "nonlinear-heads"),
     ("sequences.py", "Sequences and causal attention", "link", "causal-attention"),
     ("ntp.py", "Next-token prediction", "account_tree", "next-token"),
+    ("optimizers.py", "Optimizer → norm", "speed", "optimizer-norm"),
     ("reproduce.py", "Reproduce the paper", "description", "paper-figures"),
 ]
 here = Path(__file__).parent

@@ -422,3 +422,89 @@ def run_optimizer(prob: Problem, *, optimizer: str, steps: int, lr: float,
                                       loss=loss, eps=eps, cap=cap, max_step=max_step,
                                       centred=bool(centred),
                                       ridge=ridge, record_every=record_every))
+
+
+def run_batch(probs, *, optimizer: str, steps: int, lrs, ps=None, loss: str = "logistic",
+              eps: float = 0.0, max_step=None, centred: bool = True,
+              record_every: int | None = None) -> OptimizerRun:
+    """`run_optimizer` on W from W_0 = 0 for a batch of problems of one shape, one jitted
+    program (`jax.vmap` over the problems and the per-run lr, p).
+
+    Args:
+        probs: B problems with equal n, T, d, head and query mode.
+        optimizer: one rule of `OPTIMIZERS` for the whole batch (a batched rule index would
+            make `lax.switch` run every rule). lrs: (B,) step sizes or one number.
+        ps: (B,) mirror exponents or one number ("md"/"nmd" only). max_step: Polyak step
+            length bound, (B,) or one number; default 10·lr.
+        Others as `run_optimizer`.
+
+    Returns:
+        OptimizerRun whose W, loss, gap have a leading batch axis (B, k, …); final_params
+        (B, d, d).
+    """
+    probs = list(probs)
+    if not probs or not all(isinstance(p, Problem) for p in probs):
+        raise ValueError("`probs` must be a non-empty list of attsvm.Problem")
+    shapes = {(p.n, p.T, p.d, p.head, p.queries) for p in probs}
+    if len(shapes) != 1:
+        raise ValueError(f"`probs` must share n, T, d, head and queries; got {sorted(shapes)}")
+    B = len(probs)
+    lrs = np.broadcast_to(np.asarray(lrs, dtype=np.float64), (B,))
+    for lr in lrs:
+        check_float("lr", float(lr), 0.0, 1e6, lo_open=True)
+    # validate everything else once, through the single-run front door (steps=1 is cheap)
+    p0 = None if ps is None else float(np.broadcast_to(np.asarray(ps, float), (B,))[0])
+    run_optimizer(probs[0], optimizer=optimizer, steps=1, lr=float(lrs[0]), p=p0, loss=loss,
+                  eps=eps, centred=centred)
+    pv = np.full(B, 2.0) if ps is None else np.broadcast_to(np.asarray(ps, float), (B,))
+    if ps is not None:
+        for p in pv:
+            check_float("p", float(p), MIN_P, MAX_P)
+    steps = check_int("steps", steps, 1, 10_000_000)
+    record_every = check_int("record_every", 1 if record_every is None else record_every, 1,
+                             steps)
+    if steps % record_every:
+        raise ValueError(f"`record_every` must divide `steps` ({steps}); got {record_every}")
+    ms = 10.0 * lrs if max_step is None else np.broadcast_to(np.asarray(max_step, float), (B,))
+    if optimizer == "polyak":
+        for prob in probs[1:]:
+            loss_infimum(prob, loss)
+    datas = [problem_data(p) for p in probs]
+    data = _tmap(lambda *a: jnp.stack(a), *datas)
+    d = probs[0].d
+    hyper = Hyper(lr=jnp.asarray(lrs), p=jnp.asarray(pv), eps=jnp.full(B, float(eps)),
+                  cap=jnp.full(B, math.inf), gap=jnp.zeros(B), max_step=jnp.asarray(ms))
+    fn = jax.vmap(partial(_run, param="W", head=probs[0].head, loss=loss,
+                          centred=bool(centred), n_records=steps // record_every),
+                  in_axes=(0, 0, None, 0, None, None))
+    (W, L, gap), final = fn(jnp.zeros((B, d, d)), data,
+                            jnp.asarray(OPTIMIZERS.index(optimizer)), hyper,
+                            jnp.asarray(RIDGE_EPS), jnp.asarray(record_every))
+    return OptimizerRun(W=np.asarray(W), loss=np.asarray(L), gap=np.asarray(gap),
+                        steps=np.arange(steps // record_every + 1) * record_every,
+                        final_params=np.asarray(final),
+                        settings=dict(optimizer=optimizer, steps=steps, lrs=lrs.tolist(),
+                                      ps=None if ps is None else pv.tolist(), loss=loss,
+                                      eps=eps, centred=bool(centred),
+                                      record_every=record_every))
+
+
+def race(prob: Problem, runs, *, steps: int, records: int = 100) -> dict:
+    """Several optimizers from the same start (W_0 = 0) on one problem, for the
+    Optimizer → norm page.
+
+    Args:
+        runs: (label, optimizer, lr, p) tuples (p None unless md/nmd).
+        steps: steps of each run; about `records` records are kept (every steps // records).
+
+    Returns:
+        {label: (steps (k,), W (k, d, d))}.
+    """
+    every = max(1, steps // records)
+    while steps % every:        # record_every must divide steps
+        every -= 1
+    out = {}
+    for label, opt, lr, p in runs:
+        r = run_optimizer(prob, optimizer=opt, steps=steps, lr=lr, p=p, record_every=every)
+        out[label] = (r.steps, r.W)
+    return out

@@ -10,6 +10,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from .bands import H, W
 from .bands import band as _band
 from .ntp import BUILDERS as NTP_BUILDERS
 
@@ -311,6 +312,47 @@ def sequence_causal(res) -> alt.LayerChart:
     )
 
 
+def lp_mirror_descent(res) -> alt.HConcatChart:
+    h = res.frames["heatmap"].assign(run=lambda d: "MD p=" + d.p.map("{:g}".format),
+                                     svm=lambda d: "ℓ" + d.p_svm.map("{:g}".format) + "-SVM")
+    base = alt.Chart(h).encode(x=alt.X("svm:N", title="Att-SVM at the final selection"),
+                               y=alt.Y("run:N", title=None))
+    heat = base.mark_rect().encode(
+        color=alt.Color("corr:Q", scale=alt.Scale(scheme="viridis"), title="median corr"),
+        tooltip=["run:N", "svm:N", alt.Tooltip("corr:Q", format=".5f")])
+    text = base.mark_text(fontSize=11).encode(
+        text=alt.Text("corr:Q", format=".4f"),
+        color=alt.condition("datum.corr > 0.97", alt.value("black"), alt.value("white")))
+    left = (heat + text).properties(title="corr(W, ℓp'-AttSVM): the diagonal is each run's own p",
+                                    width=W, height=H)
+    b = res.frames["by_p"].assign(run=lambda d: "MD p=" + d.p.map("{:g}".format))
+    right = alt.Chart(b).mark_bar().encode(
+        x=alt.X("share_opt:Q", title="share of runs selecting opt", scale=alt.Scale(domain=[0, 1])),
+        y=alt.Y("run:N", title=None),
+        tooltip=["run:N", "share_opt:Q", "runs:Q"]).properties(
+        title="global tokens selected", width=200, height=H)
+    return alt.hconcat(left, right).properties(
+        title="ℓp mirror descent: median over instances (arXiv 2410.14581)")
+
+
+def adaptive_steps(res) -> alt.HConcatChart:
+    c = res.frames["curves"].query("step > 0").copy()
+    c["rule"] = c["optimizer"].map({"gd": "GD", "ngd": "NGD", "polyak": "Polyak"})
+    x = alt.X("step:Q", scale=alt.Scale(type="log"), title="iteration")
+    col = alt.Color("rule:N", title=None, legend=alt.Legend(orient="bottom"))
+    corr = alt.Chart(c).mark_line().encode(
+        x=x, y=alt.Y("corr_median:Q", title="median corr(W, W^mm_α)",
+                     scale=alt.Scale(zero=False)), color=col,
+        tooltip=["rule:N", "step:Q", alt.Tooltip("corr_median:Q", format=".6f")]).properties(
+        title="direction", width=W, height=H)
+    mass = alt.Chart(c).mark_line().encode(
+        x=x, y=alt.Y("log10_off_mass:Q", title="log10 median softmax mass off α"),
+        color=col, tooltip=["rule:N", "step:Q", alt.Tooltip("log10_off_mass:Q", format=".1f")]
+    ).properties(title="sparsification", width=W, height=H)
+    return alt.hconcat(corr, mass).properties(
+        title="GD vs NGD vs Polyak from W = 0 (arXiv 2402.05738)")
+
+
 BUILDERS = {
     "geometry-1": geometry,
     "geometry-2": geometry,
@@ -320,6 +362,8 @@ BUILDERS = {
     "overparameterization": overparameterization,
     "regularization-path": regularization_path,
     "sequence-causal": sequence_causal,
+    "lp-mirror-descent": lp_mirror_descent,
+    "adaptive-steps": adaptive_steps,
 }
 
 

@@ -16,6 +16,7 @@ import streamlit as st
 import attsvm
 from attsvm import experiments, live, studies
 from attsvm.config import ProblemSpec, TrainSpec
+from attsvm.optimizers import race
 
 from . import hosted
 
@@ -102,3 +103,18 @@ def experiment(name: str, overrides_json: str) -> experiments.Result:
     )
     bar.progress(1.0, text=f"done in {res.seconds:.1f} s")
     return res
+
+
+# -- Optimizer → norm page (issue 11) ----------------------------------------------------------
+@st.cache_data(max_entries=16, ttl=TTL, show_spinner="Racing the optimizers…")
+@hosted.metered
+def optimizer_race(pspec: ProblemSpec, runs: tuple, steps: int) -> dict:
+    """`attsvm.optimizers.race` on the spec's problem (W_0 = 0, ~100 records)."""
+    return race(pspec.build(), runs, steps=steps)
+
+
+@st.cache_data(max_entries=512, ttl=TTL, show_spinner=False)
+@hosted.metered
+def svm_norm(pspec: ProblemSpec, alpha: tuple, norm: str, p: float | None = None):
+    """The Att-SVM_α in any norm of `attsvm.solve_att_svm` (α nested tuples for queries)."""
+    return attsvm.solve_att_svm(pspec.build(), np.array(alpha), norm, p=p)

@@ -17,9 +17,11 @@ from threadpoolctl import threadpool_limits
 
 from ..training import backend as _backend
 from . import (
+    adaptive_steps,
     budget,
     geometry,
     local_convergence,
+    lp_mirror_descent,
     multi_token,
     ntp,
     overparameterization,
@@ -42,8 +44,11 @@ _MODULES = {
 EXPERIMENTS = tuple(_MODULES)
 # Follow-up papers (next-token prediction, arXiv 2403.08081): run by name, not part of the
 # paper's list or `reproduce all`.
+# Follow-ups on optimizers (arXiv 2410.14581, 2402.05738): likewise.
+_OPTIM = {lp_mirror_descent.NAME: lp_mirror_descent, adaptive_steps.NAME: adaptive_steps}
 _MODULES.update(ntp.MODULES)
-FOLLOWUPS = tuple(ntp.MODULES)
+_MODULES.update(_OPTIM)
+FOLLOWUPS = tuple(ntp.MODULES) + tuple(_OPTIM)
 
 
 def _module(name: str):

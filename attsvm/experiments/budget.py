@@ -162,6 +162,33 @@ def _ntp(s):
                                      solves=2 * s.instances)
 
 
+def _lp_mirror_descent(s):
+    """ℓp mirror descent (arXiv 2410.14581): every (run, p) a GD-priced run; the ℓp-AttSVMs
+    are power-cone programs, priced with the conic formula."""
+    B = s.runs * len(s.ps)
+    gd = limits.gd_work(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=B)
+    solves = B * len(s.ps)          # at most: runs sharing a selection share its SVMs
+    items = [(f"{B} mirror-descent runs", gd),
+             (f"{solves} ℓp-AttSVMs (cvxpy)",
+              limits.svm_work(n=s.n, T=s.T, d=s.d, norm="lp", solves=solves))]
+    floats = limits.record_floats(n=s.n, T=s.T, d=s.d, steps=s.steps,
+                                  record_every=s.record_every, runs=B)
+    return items, floats, dict(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=B, solves=solves)
+
+
+def _adaptive_steps(s):
+    """GD vs NGD vs Polyak (arXiv 2402.05738) on the same instances, and their SVMs."""
+    items = [(f"{s.runs} {rule} runs", limits.gd_work(n=s.n, T=s.T, d=s.d, steps=s.steps,
+                                                     runs=s.runs))
+             for rule in ("GD", "NGD", "Polyak")]
+    solves = 4 * s.runs            # feasibility at opt, then one per (rule, instance)
+    items.append((f"{solves} Att-SVMs (Frobenius), bulk",
+                  limits.bulk_svm_work(n=s.n, T=s.T, d=s.d, solves=solves)))
+    floats = limits.record_floats(n=s.n, T=s.T, d=s.d, steps=s.steps,
+                                  record_every=s.record_every, runs=s.runs)
+    return items, floats, dict(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=s.runs, solves=solves)
+
+
 PRICES = {
     "geometry-1": _geometry,
     "geometry-2": _geometry,
@@ -173,6 +200,8 @@ PRICES = {
     "sequence-causal": _sequence_causal,
     "ntp-global": _ntp,
     "ntp-local": _ntp,
+    "lp-mirror-descent": _lp_mirror_descent,
+    "adaptive-steps": _adaptive_steps,
 }
 # Settings a visitor can lower to make a run cheaper (ints, and grids of ints).
 LOWERABLE = ("runs", "steps", "n", "T", "d", "ds", "max_draws", "max_seeds", "radii",
