@@ -1,5 +1,5 @@
 """Optimizer → norm: race several update rules from W = 0 and see which Att-SVM each one's
-direction approaches (FOLLOWUPS §5: which cells are theorems, which are open)."""
+direction approaches (docs/followups.md §5: which cells are theorems, which are open)."""
 import altair as alt
 import numpy as np
 import pandas as pd
@@ -91,8 +91,9 @@ st.altair_chart((base.mark_rect().encode(color=alt.Color("value:Q", title=measur
                                                          scale=alt.Scale(scheme="viridis")))
                  + base.mark_text().encode(text=alt.Text("value:Q", format=".4f")))
                 .properties(title=f"{measure} of W({steps:,}) with W^mm_α in each norm, α = its "
-                            "own final selection", height=40 * len(names) + 40))
-st.markdown(f"**Steps to corr ≥ {thr:g} with the SVM theory names** (status per FOLLOWUPS §5)")
+                            "own final selection", height=40 * heat.optimizer.nunique() + 40))
+st.markdown(f"**Steps to corr ≥ {thr:g} with the SVM theory names** "
+            "(status per docs/followups.md §5)")
 st.dataframe(pd.DataFrame(reach), hide_index=True, key="opt_reach")
 distinct = len(set(sel.values()))
 st.markdown("**Selected tokens** α (argmax of each final W) — "

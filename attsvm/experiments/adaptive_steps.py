@@ -1,4 +1,4 @@
-"""Adaptive step sizes: GD vs normalized GD vs Polyak on attention (FOLLOWUPS §4;
+"""Adaptive step sizes: GD vs normalized GD vs Polyak on attention (docs/followups.md §4;
 arXiv 2402.05738).
 
 For each random instance (random_problem(n, T, d, seed), the first `runs` seeds from
@@ -35,10 +35,10 @@ PAPER = (
     "NGD and Polyak step sizes converge to W_mm with finite-time rates and sparsify the "
     "attention map, much faster than GD, whose direction error decays only logarithmically "
     "(arXiv 2402.05738, abstract and main theorems; no synthetic numbers available, "
-    "FOLLOWUPS §4.3)"
+    "docs/followups.md §4.3)"
 )
 NOTES = (
-    "Centred softmax gradient and exact normalization (FOLLOWUPS §4b); Polyak's L − L* is "
+    "Centred softmax gradient and exact normalization (docs/followups.md §4b); Polyak's L − L* is "
     "computed cancellation-free and its step length bounded by 10·η (optimizers.run_optimizer).",
 )
 RULES = ("gd", "ngd", "polyak")

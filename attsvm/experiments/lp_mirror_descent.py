@@ -1,4 +1,5 @@
-"""ℓp mirror descent on attention ends at its own ℓp-AttSVM (FOLLOWUPS §2; arXiv 2410.14581).
+"""ℓp mirror descent on attention ends at its own ℓp-AttSVM (arXiv 2410.14581;
+docs/followups.md §2).
 
 For each random instance (random_problem(n, T, d, seed = data_seed + i)) and each p of `ps`:
 normalized ℓp mirror descent on W from W_0 = 0 (`attsvm.optimizers`, "nmd": the dual step
@@ -7,7 +8,8 @@ normalized ℓp mirror descent on W from W_0 = 0 (`attsvm.optimizers`, "nmd": th
 
     corr(W, W^mm_{p',α}),   W^mm_{p',α} = argmin ‖W‖_p' s.t. (x_iα_i − x_it)ᵀ W z_i ≥ 1,
 
-the Frobenius cosine (a weaker proxy than the ℓp-normalized distance, FOLLOWUPS §2.5 item 4).
+the Frobenius cosine (a weaker proxy than the ℓp-normalized distance, docs/followups.md §2.5
+item 4).
 The theorem (arXiv 2410.14581, main theorem: local directional convergence of ℓp-AttGD for
 p > 1, small η, W_0 in the cone of α) predicts the diagonal p' = p; the runs here start at 0,
 outside any cone, so which α is reached — and whether it is the global opt — is measured.
@@ -30,7 +32,7 @@ TITLE = "ℓp mirror descent: each p converges toward its own ℓp-AttSVM"
 PAPER = (
     "ℓp-AttGD (mirror descent with ψ = ‖W‖_p^p/p) converges in direction to the ℓp-AttSVM "
     "at the selected tokens, locally, for every p > 1 (arXiv 2410.14581, main theorem); the "
-    "paper reports no synthetic numbers we could read (FOLLOWUPS §2.3)"
+    "paper reports no synthetic numbers we could read (docs/followups.md §2.3)"
 )
 NOTES = (
     "Normalized MD (the authors' `mdd` code's variant, exact normalizer), centred softmax "
@@ -44,7 +46,7 @@ NOTES = (
     "min 0.959 over the 12 default instances.",
 )
 # step sizes that reach ‖W‖_F ≈ 300 in ~1.5·10⁴ steps at n = T = d = 4, under the hosted cap
-# of 2·10⁴ (‖W‖ grows like (ηk)^{1/(p−1)}, so η must shrink sharply as p → 1; FOLLOWUPS
+# of 2·10⁴ (‖W‖ grows like (ηk)^{1/(p−1)}, so η must shrink sharply as p → 1; docs/followups.md
 # §2.6). Measured: the same corr to 4 digits as η = 4e-4, 0.015, 2 for p = 1.25, 2, 3.
 DEFAULT_LRS = {1.25: 6e-4, 1.5: 3e-3, 2.0: 0.02, 3.0: 3.0}
 
