@@ -85,13 +85,14 @@ for o in names:
                               steps=f"{k[1:][hit[0]]:,}" if len(hit) else f"> {steps:,}",
                               status=THEORY[o][2], citation=THEORY[o][3]))
 heat = pd.DataFrame(rows)
-base = alt.Chart(heat).encode(x=alt.X("norm:N", sort=[n[2] for n in NORMS], title="Att-SVM norm"),
+base = alt.Chart(heat).encode(x=alt.X("norm:N", sort=[n[2] for n in NORMS], title="Att-SVM norm",
+                                      axis=alt.Axis(labelAngle=0)),
                               y=alt.Y("optimizer:N", title=None))
 st.altair_chart((base.mark_rect().encode(color=alt.Color("value:Q", title=measure,
                                                          scale=alt.Scale(scheme="viridis")))
                  + base.mark_text().encode(text=alt.Text("value:Q", format=".4f")))
                 .properties(title=f"{measure} of W({steps:,}) with W^mm_α in each norm, α = its "
-                            "own final selection", height=40 * heat.optimizer.nunique() + 40))
+                            "own final selection", height=45 * heat.optimizer.nunique() + 110))
 st.markdown(f"**Steps to corr ≥ {thr:g} with the SVM theory names** "
             "(status per docs/followups.md §5)")
 st.dataframe(pd.DataFrame(reach), hide_index=True, key="opt_reach")
