@@ -46,7 +46,9 @@ hosted.load_secrets_mode()
 link = hosted.clean_link()
 sidebar.render(pages)
 tour.banner(by_file)
+note = st.sidebar.empty()                  # the "ignored link parameters" note, if any
+hosted.show_refused(note, page=page.url_path)
 try:
     page.run()
 finally:
-    hosted.report_ignored_params(link)
+    hosted.report_ignored_params(link, page=page.url_path, box=note)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
-from reference import np_forward, np_gd, np_objective, rel
+from reference import np_forward, np_gd, np_grad, np_objective, rel
 from test_model import small_problem
 
 import attsvm
@@ -132,6 +132,9 @@ def test_padding_to_a_bucket_is_exact(X, Z, v, labels):
     assert tuple(batching.bucket(x) for x in (5, 7, 9)) == (5, 8, 10)
     prob = attsvm.Problem(X=X, Y=np.where(labels, 1.0, -1.0), Z=Z, v=v)
     init = init_for(prob, "W", seed=0)
+    # Tokens that all score alike (e.g. all equal) have a zero gradient: normalized GD then
+    # follows rounding noise, which no two implementations share. Compare real gradients.
+    assume(np.linalg.norm(np_grad(prob, init, "W", "logistic")) > 1e-4)
     run = attsvm.train(prob, param="W", steps=8, init=init, record_every=1)
     Ws, Ls = np_gd(prob, init, "W", steps=8, lr=0.1, loss="logistic")
     assert run.W.shape == (9, 9, 9) and run.probs.shape == (9, 5, 7)

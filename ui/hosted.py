@@ -55,6 +55,7 @@ def clean_link() -> dict:
     OverflowError inside st.number_input). Returns the snapshot for
     `report_ignored_params`."""
     before = st.query_params.to_dict()
+    st.session_state[_BEFORE] = before
     st.session_state[_DROPPED] = set()
     refused = {}
     for j, (k, v) in enumerate(_all_values().items()):
@@ -93,6 +94,12 @@ def _forget(keys) -> None:
 
 _DROPPED = "_params_dropped_by_the_page"
 _REFUSED = "_params_refused_by_the_link_rules"
+_SHOWN = "_params_ignored_note"
+_BEFORE = "_params_of_this_run"
+
+
+def _snapshot() -> dict:
+    return st.session_state.get(_BEFORE, {})
 
 
 def drop_param(key: str) -> None:
@@ -122,16 +129,45 @@ def ignored_params(before: dict) -> list[tuple[str, str, str]]:
     return out
 
 
-def report_ignored_params(before: dict) -> None:
-    """Say which link parameters were not used, and why; defaults are used instead."""
+def show_refused(box, *, page: str = "") -> None:
+    """Before the page runs: put the parameters the link rules refused into the sidebar
+    note `box` (an st.empty), so the note is there even if the page stops early (st.stop
+    ends the run before `report_ignored_params` can draw)."""
+    refused = st.session_state.get(_REFUSED, {})
+    if refused:
+        before = {k: v for k, v in _snapshot().items() if k in refused}
+        _draw(box, [(k, before.get(k, ""), why) for k, why in refused.items()])
+    else:
+        shown = st.session_state.get(_SHOWN)
+        if shown and shown[0] == page:
+            _draw(box, shown[1])
+
+
+def report_ignored_params(before: dict, *, page: str = "", box=None) -> None:
+    """Say which link parameters were not used, and why; defaults are used instead.
+
+    The note stays while the visitor is on the page the link opened (`page`): a page that
+    reruns itself (st.rerun) would otherwise erase it, since the parameters are gone from
+    the URL after the first run."""
     dropped = ignored_params(before)
+    shown = st.session_state.get(_SHOWN)
     if dropped:
-        st.sidebar.warning(
-            "Ignored link parameters, defaults used: "
-            + "; ".join(f"{quote_text(k, 40)} = {quote_text(v)} ({why})"
-                        for k, v, why in dropped[:8])
-            + (f"; and {len(dropped) - 8} more" if len(dropped) > 8 else ""),
-            icon=":material/link_off:")
+        st.session_state[_SHOWN] = (page, dropped)
+    elif shown and shown[0] == page:
+        dropped = shown[1]
+    else:
+        st.session_state.pop(_SHOWN, None)
+    if dropped:
+        _draw(box if box is not None else st.sidebar, dropped)
+
+
+def _draw(box, dropped) -> None:
+    box.warning(
+        "Ignored link parameters, defaults used: "
+        + "; ".join(f"{quote_text(k, 40)} = {quote_text(v)} ({why})"
+                    for k, v, why in dropped[:8])
+        + (f"; and {len(dropped) - 8} more" if len(dropped) > 8 else ""),
+        icon=":material/link_off:")
 
 
 def session_budget() -> SessionBudget | None:

@@ -34,6 +34,9 @@ CASES = [
      {"bas_runs", "bas_grid"}, {"bas_seed"}),
     ("nonlinear.py", {"nl_lam": "1e309", "nl_steps": "2.5"}, {"nl_lam", "nl_steps"}, set()),
     ("overparam.py", {"ovp_d": ["2", "1e400"], "ovp_runs": "1e400"}, {"ovp_runs"}, set()),
+    ("ntp.py", {"ntp_K": "1e400", "ntp_steps": "-inf", "ntp_shape": "9" * 900 + "x4",
+                "ntp_seqs": "[x](javascript:y)", "ntp_lr": "0.01"}, {"ntp_K", "ntp_steps"},
+     {"ntp_lr"}),
     ("reproduce.py", {"repro-local-convergence-runs": "1e400",
                       "repro-svm-rank-ds": "(" * 400}, {"repro-local-convergence-runs"}, set()),
 ]
