@@ -6,7 +6,7 @@ import streamlit as st
 from attsvm.config import ProblemSpec, selection_label
 from attsvm.svm import MAX_SELECTIONS
 from attsvm_charts import explorer as charts
-from ui import cache, export_ui
+from ui import about, cache, export_ui
 from ui.sidebar import specs
 from ui.views import basins as view
 from ui.widgets import BOUND, build, check_gd, check_svm, explained
@@ -54,6 +54,7 @@ land["class"] = land["selection"].map(status)
 land["selection"] = land["selection"].map(selection_label)
 agg = land.groupby(["selection", "class"], as_index=False).size().rename(columns={"size": "runs"})
 st.altair_chart(charts.selections_bar(agg, title="Where GD lands (selection at the last step)"))
+about.explain(st, "basins-bar")
 share = land["class"].value_counts(normalize=True)
 st.caption(f"{share.get('global', 0):.0%} of starts reach the global selection, "
            f"{share.get('local', 0):.0%} a local one, {share.get('feasible', 0):.0%} a selection "
@@ -74,6 +75,7 @@ plane["a"] = np.round(plane["a"], 3)
 plane["b"] = np.round(plane["b"], 3)
 left, right = st.columns([3, 2])
 left.altair_chart(charts.basin_map(plane, title="Selection reached from each start"))
+about.explain(left, "basins-map")
 kinds = (plane.groupby(["selection", "class"]).size().rename("starts").reset_index()
          .assign(**{"α is": lambda df: df["class"].map(charts.CLASS_LABELS)})
          .drop(columns="class").sort_values("starts", ascending=False))

@@ -6,7 +6,7 @@ import streamlit as st
 from attsvm import ntp
 from attsvm.ntp import session
 from attsvm_charts import ntp as ntp_charts
-from ui import export_ui
+from ui import about, export_ui
 from ui.views import ntp as view
 from ui.widgets import BOUND, explained
 
@@ -51,6 +51,7 @@ with right:
         ntp_charts.graph_frame(g.adj, g.scc, k), title=f"G^({k})", size=140)
         for k in np.flatnonzero(g.present)], columns=3)
     st.altair_chart(heat)
+    about.explain(st, "ntp-graphs")
 
 svm = ntp.solve_graph_svm(prob)
 if svm.feasible:
@@ -67,6 +68,7 @@ key = (prob.tokens.tobytes(), prob.labels.tobytes(), int(K), int(d), int(seed), 
        float(lr))
 cols = st.columns([3, 2])
 slots = [cols[0].empty(), cols[1].empty(), cols[1].empty()]
+about.explain(st, "ntp-runs")
 
 
 def show(res):
@@ -94,6 +96,7 @@ st.markdown(session.summary(prob, df, int(steps)))
 att = ntp_charts.attention_bars(session.attention_frame(prob, res["tr"].probs[-1]),
                                 title="Final attention per sequence (red: its top SCC)")
 st.altair_chart(att)
+about.explain(st, "ntp-attention")
 export_ui.export_button(key="ntp_export", problem=None, page="Next-token prediction",
                         charts={"graphs": heat, "attention": att},
                         tables=session.tables(prob, df))

@@ -9,7 +9,7 @@ from attsvm import limits
 from attsvm.experiments.lp_mirror_descent import default_lr
 from attsvm.metrics import correlation
 from attsvm.svm import constraint_rows, matrix_norm
-from ui import cache
+from ui import about, cache
 from ui.sidebar import specs
 from ui.widgets import BOUND, build, check_gd, check_svm, explained
 
@@ -93,6 +93,7 @@ st.altair_chart((base.mark_rect().encode(color=alt.Color("value:Q", title=measur
                  + base.mark_text().encode(text=alt.Text("value:Q", format=".4f")))
                 .properties(title=f"{measure} of W({steps:,}) with W^mm_α in each norm, α = its "
                             "own final selection", height=45 * heat.optimizer.nunique() + 110))
+about.explain(st, "optimizers-heat")
 st.markdown(f"**Steps to corr ≥ {thr:g} with the SVM theory names** "
             "(status per docs/followups.md §5)")
 st.dataframe(pd.DataFrame(reach), hide_index=True, key="opt_reach")
@@ -105,6 +106,7 @@ st.dataframe(pd.DataFrame(list(sel.items()), columns=["optimizer", "α"]), hide_
 st.altair_chart(alt.Chart(pd.concat(grow)).mark_line().encode(
     x="step:Q", y=alt.Y("‖W‖_F:Q", scale=alt.Scale(type="log")), color="optimizer:N")
     .properties(title="‖W(k)‖_F growth", height=220))
+about.explain(st, "optimizers-growth")
 st.caption("Step sizes: " + ", ".join(f"{THEORY[o][0]} {lr:.3g}" for o, _, lr, _ in runs)
            + f". Budget mode: {limits.mode()}. Sign and spectral on attention are open "
            "questions: their cells report what is measured here, not a theorem.")

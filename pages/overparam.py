@@ -5,7 +5,7 @@ import streamlit as st
 from attsvm import studies
 from attsvm.config import ProblemSpec
 from attsvm_charts import explorer as charts
-from ui import cache, export_ui, hosted
+from ui import about, cache, export_ui, hosted
 from ui.sidebar import specs
 from ui.widgets import BOUND, build, check_gd, check_svm, explained
 
@@ -50,6 +50,7 @@ bars = charts.fraction_bars(
     frac, title=f"n = {pspec_sb.n}, T = {pspec_sb.T}, {runs} problems per d, "
                 f"{tspec.steps} steps of {'normalized' if tspec.normalized else 'plain'} GD")
 st.altair_chart(bars)
+about.explain(st, "overparam-bars")
 wide = frac.pivot(index="d", columns="outcome", values="fraction").reset_index()
 st.dataframe(wide, hide_index=True, key="ovp_table",
              column_config={c: st.column_config.NumberColumn(format="%.2f")

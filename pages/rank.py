@@ -7,7 +7,7 @@ from attsvm import limits, studies
 from attsvm.metrics import RANK_RTOL
 from attsvm_charts import explorer as charts
 from attsvm_charts import frames
-from ui import cache, export_ui, hosted
+from ui import about, cache, export_ui, hosted
 from ui.sidebar import specs
 from ui.views import rank as view
 from ui.widgets import BOUND, build, check_gd, check_svm, explained
@@ -25,6 +25,7 @@ for param, label in (("W", "W"), ("KQ", "K Qᵀ")):
         runs[label] = cache.train(pspec, t)
 st.altair_chart(charts.singular_values(frames.singular_values(runs), rtol=RANK_RTOL,
                                        title="Singular values of W(k), relative to the largest"))
+about.explain(st, "rank-singular")
 rk = pd.concat([pd.DataFrame({"step": r.steps, "rank": attsvm.numerical_rank(r.W),
                               "GD on": label}) for label, r in runs.items()])
 c1, c2 = st.columns([3, 2])
@@ -32,6 +33,7 @@ c1.altair_chart(charts.curves(rk, y="rank", color="GD on", x_max=tspec.steps,
                               title=f"Numerical rank of W(k) (σ > {RANK_RTOL:g}·σ₁)",
                               y_title="rank", fmt="d",
                               colors={"W": "#1f77b4", "K Qᵀ": "#d62728"}))
+about.explain(c1, "rank-rank")
 with c2.container(border=True):
     st.markdown("**Ranks at the end**")
     alpha = runs["K Qᵀ"].alpha
@@ -82,6 +84,7 @@ lines = charts.rank_lines(agg.dropna(subset=["rank"]), x="d", group="n",
                           title=f"Mean rank over feasible instances (T = {T}, "
                                 f"{pspec.attention}-attention)")
 st.altair_chart(lines)
+about.explain(st, "rank-lines")
 feas = agg[agg["norm"] == "W^mm (Frobenius)"].pivot(index="n", columns="d", values="feasible")
 feas.columns = [f"d = {d}" for d in feas.columns]
 st.markdown("**Fraction of feasible instances** (excluded from the means above)")

@@ -4,7 +4,7 @@ import streamlit as st
 from attsvm.config import ProblemSpec
 from attsvm_charts import explorer as charts
 from attsvm_charts import frames
-from ui import cache, export_ui
+from ui import about, cache, export_ui
 from ui.sidebar import specs
 from ui.views import sequences as view
 from ui.widgets import BOUND, build, check_gd, explained, optimal_or_warn
@@ -45,6 +45,7 @@ with right:
                                     y="query", x_title="token t", y_title="query k",
                                     title=f"Sequence {i}: final softmax of each query "
                                           "(□ GD's pick, ★ optimal)"))
+    about.explain(st, "sequences-probs")
 refs = {"SVM for GD's selection": sol.W if sol.feasible else None}
 if opt is not None and not (run.alpha == opt).all():
     with explained():

@@ -13,7 +13,7 @@ import streamlit as st
 
 from attsvm import experiments
 
-from . import hosted
+from . import about, hosted
 
 FRAMES = (0, 10, 25, 50, 100, 175, 275, 400, 600, 900, 1300, 2000)
 PLAYED = "_hero_played"
@@ -77,6 +77,7 @@ def render() -> None:
                    "(scaled), ● the optimal token of each sequence. The Geometry page lets "
                    "you edit this data.")
         replay = st.button("Replay", key="hero_replay", icon=":material/replay:")
+        about.explain(st, "hero")
     play = replay or not st.session_state.get(PLAYED)
     st.session_state[PLAYED] = True
     for step in (FRAMES if play else FRAMES[-1:]):

@@ -9,7 +9,7 @@ import attsvm
 from attsvm.config import custom_spec
 from attsvm_charts import explorer as charts
 from attsvm_charts import frames
-from ui import hosted, linkdata
+from ui import about, hosted, linkdata
 from ui.widgets import BOUND
 
 
@@ -109,12 +109,14 @@ def pictures(prob, opt, runs: dict, fro, nuc, sols: dict, tspec, init: str):
     left.altair_chart(charts.geometry_tokens(
         tokens, lines, arrows, title=f"Tokens, optimal ★, support ○, separating lines of "
               f"{'W^mm' if show == 'Frobenius' else 'W^mm_*'}"))
+    about.explain(left, "geometry-tokens")
     left.caption("Dotted: for each query, the line {x : xᵀ(W z_i) = x_optᵀ(W z_i) − ½}, halfway "
                  "between the optimal token and the margin-1 level of its support tokens. "
                  "Solid/dashed arrows: the directions W^mm z_i and W^mm_* z_i.")
     right.altair_chart(charts.geometry_paths(
         paths, rays, axis="W z_i" if scale == "raw" else "W z_i/‖W‖",
         title="GD paths W(k) z_i (solid W, dashed K Qᵀ)"))
+    about.explain(right, "geometry-paths")
     start = "W = 0 (K = 0.1·N(0, I), Q = 0)" if init == "zero" else "U(±1/√d)"
     right.caption(f"{tspec.steps} steps of {'normalized' if tspec.normalized else 'plain'} GD, "
                   f"η = {tspec.lr:g}, from {start}"

@@ -7,6 +7,7 @@ import streamlit as st
 from attsvm import studies
 from attsvm_charts import explorer as charts
 from attsvm_charts import frames
+from ui import about
 
 COLORS = {"W^fin + R_k·W^dir (generalized SVM)": "#2e7d32", "W^dir alone": "#1f77b4",
           "one-token SVM W^mm_α": "#d62728"}
@@ -65,6 +66,7 @@ def gaps(run, gen, one, *, steps: int, norm: str, head: str):
         frames.gap_curves(run.steps, refs), y="1 − corr", color="reference", log_y=True,
         x_max=steps, fmt=".3g", title=f"1 − corr(W(k), ·) — {norm} SVMs, {head} head",
         y_title="1 − correlation", colors=COLORS))
+    about.explain(st, "nonlinear-gaps")
     st.caption("R_k is fitted by least squares at every k. The paper's ordering (500 runs, "
                "d = 4): generalized SVM ≈ 0.035 < W^dir ≈ 0.07 < one-token ≈ 0.16 — a single "
                "run varies around that.")
@@ -77,6 +79,7 @@ def kept_tokens(prob, run, gen):
     left, right = st.columns([3, 2])
     left.altair_chart(charts.prob_map(pm, title="Final softmax: □ kept (O_i), ★ best single "
                                                 "token"))
+    about.explain(left, "nonlinear-probs")
     right.dataframe(frames.kept_sets(run.probs[-1], gen.selected), hide_index=True,
                     key="nl_sets")
     right.caption(f"R at the last iterate = {gen.R:.3g}" if gen.R is not None else

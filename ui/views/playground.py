@@ -10,7 +10,7 @@ from attsvm import live
 from attsvm.config import CHUNK_RECORDS
 from attsvm_charts import explorer as charts
 from attsvm_charts import frames
-from ui import cache
+from ui import about, cache
 from ui.widgets import explained
 
 
@@ -89,7 +89,7 @@ def panels(right, prob, tspec, run: dict, traj, alpha, opt, sol: dict, norm: str
 
     def draw(where, name, chart):
         shown[name] = chart
-        where.altair_chart(chart)
+        about.chart(where, chart, f"playground-{name}")
 
     s_ref = sol[norm]
     mdf = frames.margins(prob, run["W"][j], alpha, s_ref, opt)

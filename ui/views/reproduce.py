@@ -14,7 +14,7 @@ import streamlit as st
 from attsvm import experiments, limits
 from attsvm.experiments.core import jsonable
 from attsvm_charts import experiments as experiment_charts
-from ui import cache, hosted
+from ui import about, cache, hosted
 from ui.widgets import BOUND
 
 HIDDEN = {"preset"}  # fixed by the card
@@ -126,7 +126,7 @@ def card(name: str):
             return
         st.success(f"**Ours ({res.seconds:.1f} s):** {hosted.escape_markdown(res.summary['text'])}")
         chart = experiment_charts.chart(res)
-        st.altair_chart(chart)
+        about.chart(st, chart, "reproduce")
         rows = res.summary.get("rows")
         if rows:
             with st.expander("Ours next to the paper (table)"):

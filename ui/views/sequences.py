@@ -7,6 +7,7 @@ import streamlit as st
 import attsvm
 from attsvm_charts import explorer as charts
 from attsvm_charts import frames
+from ui import about
 
 VERDICTS = {
     "global": "**Globally optimal**: every query selects its highest-score attendable token, "
@@ -60,7 +61,9 @@ def convergence(run, refs: dict, steps: int):
     c1.altair_chart(charts.curves(frames.correlations(run.steps, run.W, refs), y="corr",
                                   color="reference", x_max=steps,
                                   title="corr(W(k), SVM solution)", y_title="correlation"))
+    about.explain(c1, "sequences-corr")
     c2.altair_chart(charts.curves(frames.query_selected_weight(run), y="weight",
                                   color="over queries", x_max=steps, y_domain=(0, 1),
                                   title="Softmax weight of the selected tokens",
                                   y_title="s_ik,α_ik"))
+    about.explain(c2, "sequences-weight")
