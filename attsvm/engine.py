@@ -46,7 +46,8 @@ def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, pa
     rules inside the step loop cost the default rule 10–30 % here); hyper: its traced
     hyperparameters (lr, p, ε, the Polyak caps). `record_every` (and so `steps`) is traced,
     like `lr` and `ridge`, so a new step count with the same number of records reuses the
-    program.
+    program. Long because the step, its overflow rollback and the record chunking are one
+    closure that jit traces as a unit.
     """
     def one_run(params0, data):
         obj = partial(model.objective_and_records, data=data, ridge=ridge, param=param,

@@ -352,6 +352,8 @@ def run_optimizer(prob: Problem, *, optimizer: str, steps: int, lr: float,
             autodiff.
         ridge: the (K, Q) ridge ε (default 2⁻⁵², as the engine). record_every: record
             stride (default: 1; must divide `steps`).
+
+    Long because it validates every option at the public boundary, before jit.
     """
     if not isinstance(prob, Problem):
         raise ValueError(f"`prob` must be an attsvm.Problem; got {type(prob).__name__}")
@@ -441,6 +443,8 @@ def run_batch(probs, *, optimizer: str, steps: int, lrs, ps=None, loss: str = "l
     Returns:
         OptimizerRun whose W, loss, gap have a leading batch axis (B, k, …); final_params
         (B, d, d).
+
+    Long because it validates the batch (shapes, per-run lr and p) before jit.
     """
     probs = list(probs)
     if not probs or not all(isinstance(p, Problem) for p in probs):

@@ -185,3 +185,68 @@ def generalized_gaps(run, gen, one) -> dict:
     if one.feasible:
         refs["one-token SVM W^mm_α"] = 1 - correlation(run.W, one.W)
     return refs
+
+
+# -- Optimizer → norm (arXiv 2410.14581, 2402.05738; docs/followups.md §5) -------------------
+# optimizer: (label, the norm theory names, status, citation)
+OPTIMIZER_THEORY = {
+    "gd": ("GD", "fro", "proved (local)", "arXiv 2308.16898 §3"),
+    "ngd": ("NGD", "fro", "proved (global tokens, data settings)", "arXiv 2402.05738"),
+    "polyak": ("Polyak", "fro", "proved (global tokens, data settings)", "arXiv 2402.05738"),
+    "md": ("ℓp-MD", "lp", "proved (local)", "arXiv 2410.14581"),
+    "nmd": ("normalized ℓp-MD", "lp", "proved for MD (local); normalized: the authors' code",
+            "arXiv 2410.14581"),
+    "sign": ("signGD", "max", "open for attention (linear models: 2502.04664, 1802.08246)", "—"),
+    "spectral": ("spectral descent", "spectral", "open for attention (linear: 2502.04664)", "—"),
+}
+
+
+def race_norms(p: float) -> list:
+    """(norm, p, label) of the five Att-SVMs an optimizer race is compared with."""
+    return [("fro", None, "Frobenius"), ("nuc", None, "nuclear"), ("lp", float(p), f"ℓ{p:g}"),
+            ("max", None, "ℓ∞ (max)"), ("spectral", None, "spectral")]
+
+
+def race_summary(prob: Problem, race: dict, *, p: float, threshold: float, steps: int,
+                 solve) -> dict:
+    """What the Optimizer → norm page shows of an optimizer race (`optimizers.race`).
+
+    For each optimizer's final W: its selection α (argmax of the logits), and for each norm
+    of `race_norms(p)` the Att-SVM_α (`solve(alpha_key, norm, p)`), the correlation of W
+    with it and the margin ratio min_j ⟨A_j, W⟩ / ‖W‖ · ‖W^mm‖ (1 iff W/‖W‖ solves that
+    norm's SVM, a fair measure where the SVM is not unique); for the norm theory pairs with
+    the optimizer, the first step with corr ≥ `threshold`.
+
+    Returns: {"heat": rows (optimizer, norm, correlation, margin ratio), "selected":
+    {label: α text}, "growth": rows (step, ‖W‖_F, optimizer), "reach": rows (optimizer,
+    target, steps, status, citation)}.
+    """
+    from .svm import constraint_rows, matrix_norm
+    Qv, _, mask = prob.query_view()
+    heat, sel, grow, reach = [], {}, [], []
+    for o, (k, W) in race.items():
+        label, target, status, cite = OPTIMIZER_THEORY[o]
+        a = np.where(mask[None], np.einsum("ntd,de,nke->nkt", prob.X, W[-1], Qv), -np.inf)
+        alpha = a.argmax(-1) if Qv.shape[1] > 1 else a.argmax(-1)[:, 0]
+        sel[label] = " ".join(map(str, np.ravel(alpha)))
+        grow.append(pd.DataFrame({"step": k[1:], "‖W‖_F": np.linalg.norm(W[1:], axis=(1, 2)),
+                                  "optimizer": label}))
+        A, _ = constraint_rows(prob, alpha)
+        key = tuple(map(tuple, alpha.tolist())) if alpha.ndim == 2 else tuple(alpha.tolist())
+        for norm, q, name in race_norms(p):
+            sol = solve(key, norm, q)
+            if not sol.feasible:
+                heat.append(dict(optimizer=label, norm=name, correlation=np.nan,
+                                 **{"margin ratio": np.nan}))
+                continue
+            cor = correlation(W[1:], sol.W)                       # (k,)
+            ratio = (A @ W[-1].ravel()).min() / matrix_norm(W[-1], norm, q) * sol.objective
+            heat.append(dict(optimizer=label, norm=name, correlation=cor[-1],
+                             **{"margin ratio": ratio}))
+            if norm == target:
+                hit = np.nonzero(cor >= threshold)[0]
+                reach.append(dict(optimizer=label, target=name,
+                                  steps=f"{k[1:][hit[0]]:,}" if len(hit) else f"> {steps:,}",
+                                  status=status, citation=cite))
+    return dict(heat=pd.DataFrame(heat), selected=sel, growth=pd.concat(grow),
+                reach=pd.DataFrame(reach))

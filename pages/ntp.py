@@ -20,7 +20,6 @@ steps = c[3].number_input("steps", 200, 20_000, 4000, step=200, key="ntp_steps",
 lr = c[4].number_input("lr (normalized GD)", 0.001, 1.0, 0.01, format="%.3f", key="ntp_lr",
                        **BOUND)
 shape = c[5].text_input("random n × T", "6x4", key="ntp_shape", **BOUND)
-st.caption("This page has its own settings (above); the sidebar's problem does not apply.")
 
 
 def draw():
@@ -63,7 +62,6 @@ else:
              "priority with margin 1, so there is no W^svm direction to compare with. "
              "GD still runs below; choose d ≥ K for independent embeddings.")
 W_svm = svm.W if svm.feasible else None
-
 key = (prob.tokens.tobytes(), prob.labels.tobytes(), int(K), int(d), int(seed), int(steps),
        float(lr))
 cols = st.columns([3, 2])

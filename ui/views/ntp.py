@@ -35,3 +35,4 @@ def intro():
     st.latex(r"W(\tau)\approx W^{fin}+R(\tau)\,W^{svm},\quad W^{svm}=\arg\min\|W\|_F\ "
              r"\text{s.t.}\ (e_y-e_j)^\top W e_k \begin{cases}=0 & \text{same SCC of } "
              r"G^{(k)}\\ \ge 1 & \text{otherwise}\end{cases}")
+    st.caption("This page has its own settings (below); the sidebar's problem does not apply.")
