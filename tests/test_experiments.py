@@ -87,8 +87,6 @@ TINY = {
     "overparameterization": dict(ds=(2, 6), runs=4, steps=200),
     "regularization-path": dict(n=3, T=4, d=4, radii=4, r_max=50.0, restarts=0),
     "sequence-causal": dict(runs=3, steps=200),
-    "lp-mirror-descent": dict(runs=2, ps=(1.5, 3.0), steps=1000, record_every=250),
-    "adaptive-steps": dict(runs=2, steps=200, record_every=20),
 }
 
 
