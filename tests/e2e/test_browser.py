@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -55,8 +56,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server():
+@contextmanager
+def streamlit_server(*, mode: str | None = None, log_name: str = "e2e-server.log",
+                     args: tuple = ()):
+    """`streamlit run app.py` on a free local port (ATTSVM_MODE=`mode`, or unset); yields
+    (base URL, process) once its health check answers, and stops it afterwards."""
     if not Path(CHROMIUM).exists():
         _unavailable(f"{CHROMIUM} not found (apt-get install chromium)")
     try:
@@ -66,34 +70,45 @@ def server():
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("ATTSVM_MODE", None)
-    log = open(ROOT / "artifacts" / "e2e-server.log", "w") if _mkdirs() else subprocess.DEVNULL
+    if mode:
+        env["ATTSVM_MODE"] = mode
+    _mkdirs()
+    log = open(ROOT / "artifacts" / log_name, "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
          "--server.port", str(port), "--server.address", "127.0.0.1",
-         "--browser.gatherUsageStats", "false"],
+         "--browser.gatherUsageStats", "false", *args],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as r:
-                    if r.read().strip() == b"ok":
-                        break
-            except OSError:
-                pass
+        while not healthy(base):
             if proc.poll() is not None or time.time() > deadline:
                 pytest.fail(f"streamlit did not start (exit code {proc.poll()})")
             time.sleep(0.5)
-        yield base
+        yield base, proc
     finally:
         proc.terminate()
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
-        if log is not subprocess.DEVNULL:
-            log.close()
+        log.close()
+
+
+def healthy(base: str) -> bool:
+    """The server's health check answers "ok"."""
+    try:
+        with urllib.request.urlopen(f"{base}/_stcore/health", timeout=5) as r:
+            return r.read().strip() == b"ok"
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def server():
+    with streamlit_server() as (base, _):
+        yield base
 
 
 def _mkdirs() -> bool:

@@ -7,15 +7,13 @@ The peak is written to artifacts/hostile-memory.txt (the issue asks for it to be
 """
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from test_browser import ARGS, CHROMIUM, PAGE_TIMEOUT_MS, ROOT, _free_port, _unavailable
+from test_browser import ARGS, CHROMIUM, PAGE_TIMEOUT_MS, ROOT, streamlit_server
+from test_browser import healthy as _healthy
 
 sys.path.insert(0, str(ROOT / "tests"))
 from test_hostile_uploads import CASES as UPLOADS  # noqa: E402
@@ -47,40 +45,9 @@ def _rss_peak_mb(pid: int) -> float:
 
 @pytest.fixture(scope="module")
 def hosted_server():
-    if not Path(CHROMIUM).exists():
-        _unavailable(f"{CHROMIUM} not found (apt-get install chromium)")
-    port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "ATTSVM_MODE": "hosted"}
-    (ROOT / "artifacts").mkdir(exist_ok=True)
-    log = open(ROOT / "artifacts" / "e2e-hostile-server.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1",
-         "--browser.gatherUsageStats", "false", "--server.maxUploadSize", "2"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 60
-        while not _healthy(base):
-            if proc.poll() is not None or time.time() > deadline:
-                pytest.fail(f"streamlit did not start (exit code {proc.poll()})")
-            time.sleep(0.5)
-        yield base, proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
-
-
-def _healthy(base: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{base}/_stcore/health", timeout=5) as r:
-            return r.read().strip() == b"ok"
-    except OSError:
-        return False
+    with streamlit_server(mode="hosted", log_name="e2e-hostile-server.log",
+                          args=("--server.maxUploadSize", "2")) as running:
+        yield running
 
 
 def _drawn(page):
