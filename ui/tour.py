@@ -37,7 +37,8 @@ STEPS = (
          "nuclear-norm SVM's rays: two different limits.",
          "the two metrics: W-GD correlates best with W^mm, (K,Q)-GD with W^mm_* (> 0.999); "
          "in the chart, solid paths run along their dashed rays.",
-         "switch the preset to geometry-2, or drag a token in the table and watch the rays move."),
+         "switch the preset to geometry-2, or edit a token under *Edit the tokens* and watch "
+         "the rays move."),
     Step("Convergence can be local", "basins.py",
          "Besides the global selection α = opt, this problem has other locally optimal "
          "selections, and some random starts of GD end in them.",
@@ -98,7 +99,8 @@ def banner(pages: dict) -> None:
     s = STEPS[k]
     with st.container(border=True):
         st.markdown(f"**Tour {k + 1}/{len(STEPS)} · {s.title}.** {s.claim}")
-        st.markdown(f"👀 **Look at** {s.look}  \n➡️ **Try** {s.then}")
+        st.markdown(f":material/visibility: **Look at** {s.look}  \n"
+                    f":material/arrow_forward: **Try** {s.then}")
         cols = st.columns(3)
         if k > 0:
             cols[0].page_link(pages[STEPS[k - 1].page], label="Previous step",
