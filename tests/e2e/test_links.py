@@ -24,13 +24,20 @@ LINKS = {
 TIMING = re.compile(r"\d+(\.\d+)?\s?(s|ms)\b")          # durations differ between runs
 
 
-def _view(browser, url: str) -> tuple[str, str]:  # noqa: F811
+def _view(browser, url: str, *, last: str | None = None,  # noqa: F811
+          name: str = "link") -> tuple[str, str]:
+    """The main area's text (durations masked) and the URL of `url` opened in a fresh
+    browser context; `last`: a selector of the page's last element, waited for (a page
+    that draws in stages has finished only then)."""
     ctx = browser.new_context(viewport={"width": 1500, "height": 2400})
     try:
         page = ctx.new_page()
         page.goto(url, timeout=PAGE_TIMEOUT_MS)
         _settle(page, charts=True)
-        _check_clean(page, "link")
+        if last:
+            page.wait_for_selector(last, timeout=PAGE_TIMEOUT_MS)
+            _settle(page, charts=True)
+        _check_clean(page, name)
         text = page.locator('[data-testid="stMain"]').inner_text()
         return TIMING.sub("<t>", text), page.url
     finally:

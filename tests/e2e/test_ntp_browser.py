@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import pytest
 from test_browser import PAGE_TIMEOUT_MS, SHOTS, _check_clean, _open, _settle, browser, server  # noqa: F401
+from test_links import _view
+
+LAST = '[data-testid="stDownloadButton"]'   # the page's last element: the run has finished
 
 pytestmark = pytest.mark.browser
 AUTHORS_0 = "1 2 5 4 : 1\n5 0 1 2 : 5\n4 5 3 1 : 5\n3 5 0 2 : 3\n3 1 0 4 : 1\n5 1 3 0 : 3"
@@ -33,26 +36,11 @@ def test_ntp_page_renders_and_reports_a_merge(server, browser):  # noqa: F811
         page.close()
 
 
-def _view(browser, url: str) -> tuple[str, str]:  # noqa: F811
-    ctx = browser.new_context(viewport={"width": 1500, "height": 2400})
-    try:
-        page = ctx.new_page()
-        page.goto(url, timeout=PAGE_TIMEOUT_MS)
-        _settle(page, charts=True)
-        # the last element of the page: the script run has finished drawing
-        page.wait_for_selector('[data-testid="stDownloadButton"]', timeout=PAGE_TIMEOUT_MS)
-        _settle(page, charts=True)
-        _check_clean(page, "ntp-link")
-        return page.locator('[data-testid="stMain"]').inner_text(), page.url
-    finally:
-        ctx.close()
-
-
 def test_a_copied_link_shows_the_same_numbers(server, browser):  # noqa: F811
     """Two fresh browser sessions on one link: same sequences, same graphs, same numbers."""
     url = f"{server}/next-token?ntp_steps=600&ntp_seed=3&ntp_K=7&ntp_shape=5x3&ntp_lr=0.02"
-    first, u1 = _view(browser, url)
-    second, u2 = _view(browser, url)
+    first, u1 = _view(browser, url, last=LAST, name="ntp-link")
+    second, u2 = _view(browser, url, last=LAST, name="ntp-link")
     # the same lines (a log axis may emit its tick labels in another order)
     assert sorted(first.splitlines()) == sorted(second.splitlines())
     assert "After 600 steps" in first
