@@ -1,12 +1,21 @@
 """Time to the first look: for every page, seconds from navigation to the sidebar and to the
-first drawn chart, in headless Chromium, on a cold server (first visit after start) and warm
-(the same link again, in a fresh browser context). Prints a table of medians.
+first drawn chart, in headless Chromium. Four ways to arrive:
+
+- cold: the first visit of the page's link after the server started (fresh browser context);
+- new visitor: the same link again on the warm server, in a fresh browser context (the
+  whole Streamlit frontend and its lazily loaded element bundles are fetched and parsed);
+- returning: the same link again in one browser context (the browser cache holds the
+  frontend, as for a visitor who has been here before);
+- in-app: a click on the page's sidebar link from the Overview (the frontend is already
+  running; only the page's script runs): how a visitor moves between pages.
+
+Prints a table of medians.
 
     python benchmarks/first_look.py [--repeat 3] [--pages overview,playground]
 
 Starts `streamlit run app.py` on a free local port (hosted mode unless --local), drives
 Debian's chromium through Playwright, and stops the server at the end. A benchmark, not a
-test: run it by hand on a quiet machine.
+test: run it by hand on a quiet machine (or under `nice -n -10` on a shared one).
 """
 from __future__ import annotations
 
@@ -60,8 +69,10 @@ def _server(hosted: bool):
     raise SystemExit("streamlit did not start")
 
 
-def _visit(browser, url: str, chart: bool) -> tuple[float, float]:
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1800})
+def _visit(browser, url: str, chart: bool, ctx=None) -> tuple[float, float]:
+    """Open `url` in a new tab of `ctx` (a fresh browser context when None)."""
+    own = ctx is None
+    ctx = ctx or browser.new_context(viewport={"width": 1400, "height": 1800})
     page = ctx.new_page()
     try:
         t0 = time.perf_counter()
@@ -74,7 +85,37 @@ def _visit(browser, url: str, chart: bool) -> tuple[float, float]:
             t_chart = time.perf_counter() - t0
         return t_side, t_chart
     finally:
-        ctx.close()
+        page.close()
+        if own:
+            ctx.close()
+
+
+# A chart drawn by the current run (Streamlit marks the previous run's elements stale).
+FRESH_CHART = ('[data-testid="stMain"] [data-testid="stElementContainer"]:not([data-stale="true"]) '
+               '.vega-embed :is(canvas, svg)')
+
+
+def _in_app(page, base: str, url: str, chart: bool) -> tuple[float, float]:
+    """From the Overview, click the sidebar link to `url`; seconds to the page's title drawn
+    by the new run (the "sidebar" column) and to its first chart."""
+    page.goto(base, timeout=120_000)
+    page.wait_for_selector(CHART, timeout=120_000)
+    link = page.locator(f'{SIDEBAR}[href^="{url}"]').first
+    t0 = time.perf_counter()
+    link.click()
+    page.wait_for_function(f"location.pathname.endsWith('/{url}')", timeout=120_000)
+    page.wait_for_selector(FRESH_CHART.replace(".vega-embed :is(canvas, svg)", "h1"),
+                           timeout=120_000)
+    t_side = time.perf_counter() - t0
+    t_chart = float("nan")
+    if chart:
+        page.wait_for_selector(FRESH_CHART, timeout=120_000)
+        t_chart = time.perf_counter() - t0
+    return t_side, t_chart
+
+
+def _median(visits, i):
+    return statistics.median(v[i] for v in visits)
 
 
 def main(argv=None) -> int:
@@ -91,21 +132,29 @@ def main(argv=None) -> int:
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            ctx = browser.new_context(viewport={"width": 1400, "height": 1800})
+            tab = ctx.new_page()
             for name in names:
                 url = f"{base}/{PAGES[name]}"
                 chart = name not in NO_CHART
                 cold = _visit(browser, url, chart)          # first visit of this page
-                warm = [_visit(browser, url, chart) for _ in range(args.repeat)]
-                rows.append((name, cold, (statistics.median(w[0] for w in warm),
-                                          statistics.median(w[1] for w in warm))))
+                new = [_visit(browser, url, chart) for _ in range(args.repeat)]
+                back = [_visit(browser, url, chart, ctx=ctx) for _ in range(args.repeat)]
+                inapp = ([_in_app(tab, base, PAGES[name], chart) for _ in range(args.repeat)]
+                         if PAGES[name] else back)
+                rows.append((name, cold, *((_median(v, 0), _median(v, 1))
+                                           for v in (new, back, inapp))))
+            ctx.close()
             browser.close()
     finally:
         proc.terminate()
         proc.wait(timeout=20)
-    print(f"{'page':<11} {'sidebar cold':>13} {'chart cold':>11} {'sidebar warm':>13} "
-          f"{'chart warm':>11}   (seconds; warm = median of {args.repeat})")
-    for name, (sc, cc), (sw, cw) in rows:
-        print(f"{name:<11} {sc:>13.2f} {cc:>11.2f} {sw:>13.2f} {cw:>11.2f}")
+    heads = ("cold", "new visitor", "returning", "in-app")
+    print(f"{'':<11}" + "".join(f"{h:>22}" for h in heads))
+    print(f"{'page':<11}" + "   sidebar      chart" * len(heads)
+          + f"   (seconds; warm = median of {args.repeat})")
+    for name, *cols in rows:
+        print(f"{name:<11}" + "".join(f"{a:>11.2f}{b:>11.2f}" for a, b in cols))
     return 0
 
 

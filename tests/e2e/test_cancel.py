@@ -16,7 +16,11 @@ def test_cancel_stops_a_long_sweep_and_run_again_restarts_it(server, browser):  
         page.goto(f"{server}/over-parameterization?{BIG}", timeout=PAGE_TIMEOUT_MS)
         cancel = page.get_by_role("button", name="Cancel")
         cancel.wait_for(timeout=PAGE_TIMEOUT_MS)
-        assert page.locator('[data-testid="stProgress"]').count() == 1
+        # The bar and the button arrive as separate deltas: wait for the bar rather than
+        # counting at the instant the button shows (CI once counted 0 there).
+        bar = page.locator('[data-testid="stProgress"]')
+        bar.first.wait_for(timeout=PAGE_TIMEOUT_MS)
+        assert bar.count() == 1
         cancel.click()
         page.wait_for_function("document.body.innerText.includes('Cancelled')",
                                timeout=PAGE_TIMEOUT_MS)
