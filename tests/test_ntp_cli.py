@@ -68,3 +68,18 @@ def test_bad_settings_are_refused_by_name(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "`loss` must be one of" in err and "`T` must be" in err and "`fixtures` must" in err
 
+
+
+def test_reproduce_followups_runs_every_follow_up(tmp_path, capsys):
+    """`reproduce followups` runs the follow-up papers' experiments (and only those); a
+    `--set` key applies where it is a setting (`instances`: the NTP experiments)."""
+    assert main(["reproduce", "followups", "--steps", "500", "--runs", "1", "--set",
+                 "instances=1", "--out", str(tmp_path), "--quiet", "--no-chart"]) == 0
+    out = capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(experiments.FOLLOWUPS)
+    for name in experiments.FOLLOWUPS:
+        meta = json.loads((tmp_path / name / "settings.json").read_text())
+        assert meta["settings"]["steps"] == 500 and f"{name} (" in out
+    assert json.loads((tmp_path / "ntp-local" / "settings.json").read_text())[
+        "settings"]["instances"] == 1
+    assert f"all {len(experiments.FOLLOWUPS)} experiments" in out
