@@ -1,11 +1,12 @@
-"""Next-token prediction data (arXiv 2403.08081 §2): a vocabulary, token sequences and the
-next token of each.
+"""Next-token prediction data (arXiv 2403.08081; `docs/followups.md` §3.1): a vocabulary,
+token sequences and the next token of each.
 
     E = [e_1 … e_K]ᵀ ∈ R^{K×d},   X_i = E[ids_i] ∈ R^{T×d},   z_i = x_iT (the last token),
     y_i ∈ [K] the next token,     logits a_it = x_itᵀ W z_i,   s_i = softmax(a_i).
 
-The paper's theory (and its convexity, §2.2 there) needs the T tokens of a sequence to be
-distinct and the label to occur in its sequence: both are checked here.
+The theory (with the identity head, the loss is convex only then: `docs/followups.md` §3.2)
+needs the T tokens of a sequence to be distinct and the label to occur in its sequence: both
+are checked here.
 """
 from __future__ import annotations
 
