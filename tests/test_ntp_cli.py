@@ -46,7 +46,7 @@ def test_local_graph_svm_explains_what_the_global_one_does_not(out):
     summary = json.loads((out / "ntp-local" / "settings.json").read_text())["summary"]
     assert summary["local_cycle_instances"] == len(cyc)
     assert summary["ours_min_local_acyclic_where_global_low"] == pytest.approx(flat.corr_lmm.min())
-    assert "singleton" in summary["text"] and "still moving" in summary["text"]
+    assert "singleton" in summary["text"] and "(acyclic: R_l" in summary["text"]
     meta = json.loads((out / "ntp-local" / "settings.json").read_text())
     assert meta["settings"]["head"] == "gen" and meta["settings"]["lr"] == 0.1
     assert (out / "ntp-local" / "curves.csv").is_file()

@@ -307,12 +307,15 @@ def _local_summary(inst: pd.DataFrame) -> tuple[str, dict]:
     local cycle keep moving with R_l growing logarithmically (the authors' instances 1 and 7
     by their signature): reported with corr(W, W^fin_l + R_l·W^lmm), R_l, ‖∇L‖ and the
     rise of corr(W, W^lmm) over the second half."""
-    col = inst.get
-    low = inst[inst.corr_gmm < 0.95] if "corr_gmm" in inst else inst.iloc[:0]
-    text = (f"{len(inst)} instances: corr(W, W^gmm) {fmt(col('corr_gmm').min(), 3)}-"
-            f"{fmt(col('corr_gmm').max(), 3)} (below 0.95 on {len(low)}); "
-            f"corr(W, W^lmm) {fmt(col('corr_lmm').min(), 5)}-"
-            f"{fmt(col('corr_lmm').max(), 5)} (mean {fmt(col('corr_lmm').mean(), 5)})")
+    # (columns of a Graph-SVM infeasible on every instance are NaN)
+    svm_cols = [c.format(t) for t in ("gmm", "lmm")
+                for c in ("corr_{}", "corr_fit_{}", "R_{}", "corr_{}_half")]
+    inst = inst.reindex(columns=[*inst.columns, *(c for c in svm_cols if c not in inst)])
+    low = inst[inst.corr_gmm < 0.95]
+    text = (f"{len(inst)} instances: corr(W, W^gmm) {fmt(inst.corr_gmm.min(), 3)}-"
+            f"{fmt(inst.corr_gmm.max(), 3)} (below 0.95 on {len(low)}); "
+            f"corr(W, W^lmm) {fmt(inst.corr_lmm.min(), 5)}-"
+            f"{fmt(inst.corr_lmm.max(), 5)} (mean {fmt(inst.corr_lmm.mean(), 5)})")
     flat, cyc = low[low.local_cycles == 0], low[low.local_cycles > 0]
     out = dict(ours_min_local_where_global_low=float(low.corr_lmm.min()) if len(low) else None,
                ours_min_local_acyclic_where_global_low=float(flat.corr_lmm.min())
@@ -327,12 +330,14 @@ def _local_summary(inst: pd.DataFrame) -> tuple[str, dict]:
                  f"({len(cyc)}): corr(W, W^lmm) {fmt(cyc.corr_lmm.min(), 5)}-"
                  f"{fmt(cyc.corr_lmm.max(), 5)}, corr(W, W^fin_l + R_l·W^lmm) "
                  f"{fmt(cyc.corr_fit_lmm.min(), 5)}-{fmt(cyc.corr_fit_lmm.max(), 5)}, R_l "
-                 f"{fmt(cyc.R_lmm.min(), 3)}-{fmt(cyc.R_lmm.max(), 3)} (acyclic: "
-                 f"{fmt(flat.R_lmm.min(), 3)}-{fmt(flat.R_lmm.max(), 3)}), ‖∇L‖ ≥ "
-                 f"{fmt(cyc.grad_norm.min(), 2)} (still moving; acyclic ≤ "
-                 f"{fmt(flat.grad_norm.max(), 2)}), corr(W, W^lmm) rose over the "
-                 f"second half on {int((cyc.corr_lmm > cyc.corr_lmm_half).sum())}/{len(cyc)} "
-                 f"(mean {fmt(cyc.corr_lmm_half.mean(), 4)} → {fmt(cyc.corr_lmm.mean(), 4)})")
+                 f"{fmt(cyc.R_lmm.min(), 3)}-{fmt(cyc.R_lmm.max(), 3)}, ‖∇L‖ ≥ "
+                 f"{fmt(cyc.grad_norm.min(), 2)}")
+        if len(flat):
+            text += (f" (acyclic: R_l {fmt(flat.R_lmm.min(), 3)}-{fmt(flat.R_lmm.max(), 3)}, "
+                     f"‖∇L‖ ≤ {fmt(flat.grad_norm.max(), 2)})")
+        text += (f"; corr(W, W^lmm) rose over the second half on "
+                 f"{int((cyc.corr_lmm > cyc.corr_lmm_half).sum())}/{len(cyc)} (mean "
+                 f"{fmt(cyc.corr_lmm_half.mean(), 4)} → {fmt(cyc.corr_lmm.mean(), 4)})")
         out["ours_min_local_cyclic_where_global_low"] = float(cyc.corr_lmm.min())
     bad = int((~inst.local_feasible).sum())
     if bad:
