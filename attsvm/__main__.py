@@ -2,7 +2,8 @@
 
     python -m attsvm list
     python -m attsvm reproduce NAME [--runs N] [--seed S] [--out DIR] [--set key=value ...]
-    python -m attsvm reproduce all  [--out DIR]
+    python -m attsvm reproduce all  [--out DIR]          (the paper's experiments)
+    python -m attsvm reproduce followups [--out DIR]    (the follow-up papers' experiments)
 
 Each experiment writes DIR/NAME/: one CSV per table, settings.json (settings, attsvm
 version, backend, time, the summary with the paper's statistic next to ours) and chart.html
@@ -44,7 +45,7 @@ def _overrides(args, name: str) -> dict:
             raise ValueError(f"`--set` must be key=value; got {item!r}")
         if key.strip() in fields:
             out[key.strip()] = _parse_value(value.strip())
-        elif args.name != "all":
+        elif args.name not in GROUPS:
             raise ValueError(
                 f"`--set {key}` must name a setting of {name!r} {sorted(fields)}; got {key!r}"
             )
@@ -120,11 +121,15 @@ def write_result(res, out: Path, *, charts: bool = True, png: bool = True) -> li
     return files
 
 
+# Names that run a group of experiments (a `--set` key then applies where it is a setting).
+GROUPS = {"all": experiments.EXPERIMENTS, "followups": experiments.FOLLOWUPS}
+
+
 def reproduce(args) -> int:
-    names = list(experiments.EXPERIMENTS) if args.name == "all" else [args.name]
+    names = list(GROUPS.get(args.name, [args.name]))
     known = list(experiments.EXPERIMENTS) + list(experiments.FOLLOWUPS)
-    if args.name != "all" and args.name not in known:
-        raise ValueError(f"`NAME` must be one of {known + ['all']}; got {args.name!r}")
+    if args.name not in GROUPS and args.name not in known:
+        raise ValueError(f"`NAME` must be one of {known + list(GROUPS)}; got {args.name!r}")
     plans = [(name, experiments.settings(name, **_overrides(args, name))) for name in names]
     t0 = time.perf_counter()
     for name, s in plans:
@@ -160,7 +165,7 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="list the experiments")
     rp = sub.add_parser("reproduce", help="run an experiment (or all) and write its files")
-    rp.add_argument("name", help="experiment name, or 'all'")
+    rp.add_argument("name", help="experiment name, 'all' (the paper's) or 'followups'")
     rp.add_argument(
         "--runs", type=int, help="runs (per cell / per d) where the experiment has them"
     )

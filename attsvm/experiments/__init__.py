@@ -42,9 +42,9 @@ _MODULES = {
     sequence_causal.NAME: sequence_causal,
 }
 EXPERIMENTS = tuple(_MODULES)
-# Follow-up papers (next-token prediction, arXiv 2403.08081): run by name, not part of the
-# paper's list or `reproduce all`.
-# Follow-ups on optimizers (arXiv 2410.14581, 2402.05738): likewise.
+# Follow-up papers (next-token prediction, arXiv 2403.08081; optimizers, arXiv 2410.14581 and
+# 2402.05738): not part of the paper's list or `reproduce all`; run by name or together
+# (`reproduce followups`), and on the Reproduce page's "Follow-up papers" section.
 _OPTIM = {lp_mirror_descent.NAME: lp_mirror_descent, adaptive_steps.NAME: adaptive_steps}
 _MODULES.update(ntp.MODULES)
 _MODULES.update(_OPTIM)

@@ -26,7 +26,8 @@ SELECT, AMBIGUOUS = 1e-2, 9e-3      # the authors' local thresholds (ad hoc, pit
 
 
 def priority_graphs(prob: NTPProblem) -> PriorityGraphs:
-    """The data TPGs G^(k), k ∈ [K] (arXiv 2403.08081 §3)."""
+    """The data TPGs G^(k), k ∈ [K] (the authors' `Tarjan.initialize`; `docs/followups.md`
+    §3.2)."""
     if not isinstance(prob, NTPProblem):
         raise ValueError(f"`prob` must be an attsvm.ntp.NTPProblem; got {type(prob).__name__}")
     return build_graphs(prob.tokens, [[int(y)] for y in prob.labels], prob.K)

@@ -1,11 +1,12 @@
-"""Next-token prediction data (arXiv 2403.08081 §2): a vocabulary, token sequences and the
-next token of each.
+"""Next-token prediction data (arXiv 2403.08081; `docs/followups.md` §3.1): a vocabulary,
+token sequences and the next token of each.
 
     E = [e_1 … e_K]ᵀ ∈ R^{K×d},   X_i = E[ids_i] ∈ R^{T×d},   z_i = x_iT (the last token),
     y_i ∈ [K] the next token,     logits a_it = x_itᵀ W z_i,   s_i = softmax(a_i).
 
-The paper's theory (and its convexity, §2.2 there) needs the T tokens of a sequence to be
-distinct and the label to occur in its sequence: both are checked here.
+The theory (with the identity head, the loss is convex only then: `docs/followups.md` §3.2)
+needs the T tokens of a sequence to be distinct and the label to occur in its sequence: both
+are checked here.
 """
 from __future__ import annotations
 
@@ -151,6 +152,16 @@ def _has_cycle(tokens: np.ndarray, labels: np.ndarray, K: int) -> bool:
     return False
 
 
+def check_sizes(n, T, K, d) -> tuple[int, int, int, int]:
+    """(n, T, K, d) as ints: n sequences of T distinct tokens (T ≤ K) from a vocabulary of K
+    embeddings in R^d, within MAX_N, MAX_T, MAX_K, MAX_D (else a ValueError naming one)."""
+    n = check_int("n", n, 1, MAX_N)
+    K = check_int("K", K, 2, MAX_K)
+    T = check_int("T", T, 2, min(K, MAX_T))
+    d = check_int("d", d, 1, MAX_D)
+    return n, T, K, d
+
+
 def random_ntp_problem(n: int = 6, T: int = 4, K: int = 6, d: int = 8, seed: int = 0, *,
                        require_cycle: bool = True, max_tries: int = 10_000) -> NTPProblem:
     """The authors' generator (arXiv 2403.08081 experiments; `data_utils.data_generator`
@@ -167,10 +178,7 @@ def random_ntp_problem(n: int = 6, T: int = 4, K: int = 6, d: int = 8, seed: int
     reproduced: every `nn.Linear` they build consumes it; rerun their exported instances
     instead, `reproduce ntp-global --set fixtures=DIR`).
     """
-    n = check_int("n", n, 1, MAX_N)
-    K = check_int("K", K, 2, MAX_K)
-    T = check_int("T", T, 2, min(K, MAX_T))
-    d = check_int("d", d, 1, MAX_D)
+    n, T, K, d = check_sizes(n, T, K, d)
     seed = check_int("seed", seed, 0, 2**63 - 1)
     rng = np.random.default_rng(seed)
     for _ in range(max_tries):

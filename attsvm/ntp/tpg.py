@@ -1,6 +1,6 @@
 """Token-priority graphs as arrays: build G^(k) from (tokens, winners) and number their SCCs
-canonically (see `attsvm.ntp.graph` for the definitions, arXiv 2403.08081 §3). Works on raw
-arrays, so `attsvm.ntp.problem` can use it without importing the problem-level API."""
+canonically (see `attsvm.ntp.graph` for the definitions; `docs/followups.md` §3.2). Works on
+raw arrays, so `attsvm.ntp.problem` can use it without importing the problem-level API."""
 from __future__ import annotations
 
 from dataclasses import dataclass

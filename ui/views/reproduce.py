@@ -17,7 +17,8 @@ from attsvm_charts import experiments as experiment_charts
 from ui import about, cache, hosted
 from ui.widgets import BOUND
 
-HIDDEN = {"preset"}  # fixed by the card
+# fixed by the card; `fixtures` names a folder on the machine running attsvm (the CLI's)
+HIDDEN = {"preset", "fixtures"}
 MAX_LITERAL = 500  # characters of a tuple-valued setting (a link can carry any text)
 
 
