@@ -43,6 +43,9 @@ from dataclasses import dataclass
 MODES = ("local", "hosted")
 NS = 1e-9   # seconds per work unit on the reference machine
 MAX_RECORD_FLOATS = 60_000_000   # float64 numbers one GD call may record (≈ 480 MB), any mode
+# What the library accepts at all, any mode (docs/theory.md §A.3): `Problem` and
+# `random_problem` refuse larger sizes. Each mode's caps (`Limits.max_n`, …) lie below these.
+MAX_N, MAX_T, MAX_D = 512, 256, 512
 
 
 class BudgetError(ValueError):
