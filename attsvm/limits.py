@@ -149,7 +149,7 @@ def svm_work(*, n: int, T: int, d: int, norm: str = "fro", queries: str = "singl
 
 def bulk_svm_work(*, n: int, T: int, d: int, norm: str = "fro", queries: str = "single",
                   solves: int = 1) -> float:
-    """Work units of `solves` solves by the sweeps' exact solvers (attsvm.experiments.fastsvm).
+    """Work units of `solves` solves by the sweeps' exact solvers (attsvm.fastsvm).
 
     Frobenius, a least-distance program by NNLS on a (d² + 1) × r system: 2·r²·d². Nuclear,
     the batched barrier method: 3 × the Clarabel formula. Fitted to single-thread times

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .. import fastsvm
 from ..metrics import correlation
 from ..problems import (
     check_float,
@@ -26,7 +27,6 @@ from ..problems import (
     random_problem,
     token_scores,
 )
-from . import fastsvm
 from .core import Progress, Result, fmt, no_progress, settings_dict, train_all
 
 NAME = "local-convergence"

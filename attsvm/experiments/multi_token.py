@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .. import fastsvm
 from ..metrics import correlation
 from ..problems import check_float, check_int, check_record_every, random_problem
 from ..svm import (
@@ -33,7 +34,6 @@ from ..svm import (
     least_norm_fin,
     single_logits,
 )
-from . import fastsvm
 from .core import (
     Progress,
     Result,

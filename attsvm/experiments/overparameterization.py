@@ -14,13 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
 from ..config import norm_for
-from ..problems import check_choice, check_float, check_int, random_problem, token_scores
-from ..svm import supports_score_lower
-from . import fastsvm
+from ..problems import check_choice, check_float, check_int, random_problem
+from ..studies import classify_runs
 from .core import (
     Progress,
     Result,
@@ -77,33 +75,6 @@ class Settings:
         check_int("seed", self.seed, 0, 2**31)
 
 
-def classify_runs(probs, alphas, norm: str = "fro") -> list[dict]:
-    """Per run: is_global (α = opt), feasible (Att-SVM_α), local (α = opt, or Att-SVM_α
-    feasible with every support token scoring below the selected one), feasible_opt
-    (Att-SVM at opt)."""
-    opts = [token_scores(p).argmax(-1) for p in probs]
-    at_alpha = fastsvm.solve_many(probs, alphas, norm)
-    at_opt = fastsvm.solve_many(probs, opts, "fro")
-    out = []
-    for b, p in enumerate(probs):
-        g = token_scores(p)
-        a = np.asarray(alphas[b])
-        feas = bool(at_alpha["feasible"][b])
-        local = False
-        if feas:
-            local = supports_score_lower(g, a, at_alpha["support"][b])
-        is_global = bool(np.array_equal(a, opts[b]))
-        out.append(
-            dict(
-                is_global=is_global,
-                feasible=feas,
-                local=local or is_global,
-                feasible_opt=bool(at_opt["feasible"][b]),
-            )
-        )
-    return out
-
-
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
     rows = []
     for j, d in enumerate(s.ds):
@@ -122,11 +93,17 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
         )
         alphas = list(tr["probs"][:, -1].argmax(-1))
         progress(base + 0.92 * share, f"d={d}: SVMs")
-        norm = norm_for(s.param)
-        for r, c in enumerate(classify_runs(probs, alphas, norm)):
+        for r, c in enumerate(classify_runs(probs, alphas, norm_for(s.param))):
             rows.append(
                 dict(
-                    d=d, run=r, data_seed=s.data_seed + r, alpha=" ".join(map(str, alphas[r])), **c
+                    d=d,
+                    run=r,
+                    data_seed=s.data_seed + r,
+                    alpha=" ".join(map(str, alphas[r])),
+                    is_global=c["is_global"],
+                    feasible=c["feasible"],
+                    local=c["local"] or c["is_global"],
+                    feasible_opt=bool(c["opt_feasible"]),
                 )
             )
     runs_df = pd.DataFrame(rows)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .. import fastsvm
 from ..config import norm_for
 from ..metrics import correlation
 from ..problems import (
@@ -27,7 +28,6 @@ from ..problems import (
     optimal_tokens,
     random_problem,
 )
-from . import fastsvm
 from .core import (
     Progress,
     Result,
