@@ -20,14 +20,11 @@ import pandas as pd
 from .. import fastsvm
 from ..metrics import correlation
 from ..problems import (
-    check_float,
-    check_int,
-    check_record_every,
     check_subset,
     random_problem,
     token_scores,
 )
-from .core import Progress, Result, fmt, no_progress, settings_dict, train_all
+from .core import Progress, Result, check_settings, fmt, no_progress, settings_dict, train_all
 
 NAME = "local-convergence"
 TITLE = "Local convergence: softmax and correlation with W^mm_α / W^mm_*,α"
@@ -85,16 +82,8 @@ class Settings:
     seed: int = 0
 
     def __post_init__(self):
-        check_int("n", self.n, 1, 64)
-        check_int("T", self.T, 2, 64)
-        check_int("d", self.d, 1, 128)
-        check_int("runs", self.runs, 1, 5000)
-        check_int("steps", self.steps, 1, 100_000)
-        check_float("lr", self.lr, 0.0, 10.0, lo_open=True)
-        check_record_every(self.record_every, self.steps)
+        check_settings(self, n=(1, 64), T=(2, 64), d=(1, 128), runs=(1, 5000))
         object.__setattr__(self, "params", check_subset("params", self.params, ("W", "KQ")))
-        check_int("data_seed", self.data_seed, 0, 2**31)
-        check_int("seed", self.seed, 0, 2**31)
 
 
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:

@@ -17,12 +17,13 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..config import norm_for
-from ..problems import check_choice, check_float, check_int, random_problem
+from ..problems import check_choice, random_problem
 from ..studies import classify_runs
 from .core import (
     Progress,
     Result,
     check_grid,
+    check_settings,
     fmt,
     no_progress,
     settings_dict,
@@ -64,15 +65,9 @@ class Settings:
     seed: int = 0
 
     def __post_init__(self):
-        check_int("n", self.n, 1, 64)
-        check_int("T", self.T, 2, 64)
+        check_settings(self, n=(1, 64), T=(2, 64), runs=(1, 5000))
         object.__setattr__(self, "ds", check_grid("ds", self.ds, 1, 128))
-        check_int("runs", self.runs, 1, 5000)
-        check_int("steps", self.steps, 1, 100_000)
-        check_float("lr", self.lr, 0.0, 10.0, lo_open=True)
         check_choice("param", self.param, ("W", "KQ"))
-        check_int("data_seed", self.data_seed, 0, 2**31)
-        check_int("seed", self.seed, 0, 2**31)
 
 
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:

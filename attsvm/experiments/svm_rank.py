@@ -26,7 +26,7 @@ from .. import fastsvm
 from ..problems import check_choice, check_float, check_int, random_problem, token_scores
 from ..studies import rank_rows
 from ..svm import solve_att_svm
-from .core import Progress, Result, check_grid, fmt, no_progress, settings_dict
+from .core import Progress, Result, check_grid, check_settings, fmt, no_progress, settings_dict
 
 NAME = "svm-rank"
 TITLE = "Rank of W^mm (Frobenius) vs W^mm_* (nuclear) as d grows"
@@ -105,11 +105,9 @@ class Settings:
             )
         object.__setattr__(self, "pairs", pairs)
         object.__setattr__(self, "ds", check_grid("ds", self.ds, 1, 64))
-        check_int("runs", self.runs, 1, 10_000)
-        check_int("max_draws", self.max_draws, self.runs, 1_000_000)
+        check_settings(self, runs=(1, 10_000), max_draws=(self.runs, 1_000_000))
         check_float("rtol", self.rtol, 0.0, 1.0, lo_open=True)
         check_choice("style", self.style, STYLES)
-        check_int("seed", self.seed, 0, 2**31)
 
 
 def _alpha(prob):
