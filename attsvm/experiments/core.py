@@ -167,6 +167,22 @@ def _slice(tr: Trajectory, n: int) -> Trajectory:
     return tr if len(tr) == n else tr[:n]
 
 
+def stage(progress: Progress, lo: float, span: float, label: str) -> Progress:
+    """`progress` for one stage of an experiment: its fractions mapped onto [lo, lo + span],
+    its texts prefixed with `label`."""
+    return lambda f, t: progress(lo + span * f, f"{label}: {t}")
+
+
+def train_settings(probs, s, *, progress: Progress, at: tuple, param: str | None = None,
+                   record_every: int | None = None) -> dict:
+    """`train_all` with the GD settings of the record `s`: param (unless given), steps, lr,
+    record_every (unless given) and the initialization seed; its progress is the stage
+    `at` = (lo, span, label) of `progress` (`stage`)."""
+    return train_all(probs, param=param or s.param, steps=s.steps, lr=s.lr,
+                     record_every=record_every or s.record_every, seed=s.seed,
+                     progress=stage(progress, *at))
+
+
 def train_all(probs, **kw) -> dict:
     """`sweep` gathered into arrays: W (B, k, d, d), probs (B, k, …), steps (k,),
     overflow_at (B,)."""

@@ -27,7 +27,7 @@ from .core import (
     fmt,
     no_progress,
     settings_dict,
-    train_all,
+    train_settings,
 )
 
 NAME = "overparameterization"
@@ -75,16 +75,8 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
     for j, d in enumerate(s.ds):
         base, share = j / len(s.ds), 1 / len(s.ds)
         probs = [random_problem(s.n, s.T, d, seed=s.data_seed + r) for r in range(s.runs)]
-        tr = train_all(
-            probs,
-            param=s.param,
-            steps=s.steps,
-            lr=s.lr,
-            record_every=s.steps,
-            seed=s.seed,
-            progress=lambda f, t, d=d, base=base, share=share: progress(
-                base + 0.9 * share * f, f"d={d}: {t}"
-            ),
+        tr = train_settings(
+            probs, s, record_every=s.steps, progress=progress, at=(base, 0.9 * share, f"d={d}")
         )
         alphas = list(tr["probs"][:, -1].argmax(-1))
         progress(base + 0.92 * share, f"d={d}: SVMs")

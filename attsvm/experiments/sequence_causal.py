@@ -33,7 +33,7 @@ from .core import (
     mean_std,
     no_progress,
     settings_dict,
-    train_all,
+    train_settings,
 )
 
 NAME = "sequence-causal"
@@ -81,17 +81,7 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
             random_problem(s.n, s.T, s.d, seed=s.data_seed + r, attention=s.attention, queries=mode)
             for r in range(s.runs)
         ]
-        tr = train_all(
-            probs,
-            param=s.param,
-            steps=s.steps,
-            lr=s.lr,
-            record_every=s.record_every,
-            seed=s.seed,
-            progress=lambda f, t, mode=mode, base=base, share=share: progress(
-                base + 0.85 * share * f, f"{mode}: {t}"
-            ),
-        )
+        tr = train_settings(probs, s, progress=progress, at=(base, 0.85 * share, mode))
         alphas = list(tr["probs"][:, -1].argmax(-1))  # (n, T) per run
         progress(base + 0.9 * share, f"{mode}: per-query SVMs")
         sols = fastsvm.solve_many(probs, alphas, norm)
