@@ -158,6 +158,12 @@ def use_cpu_cores(n: int | None) -> None:
         pass
 
 
+def add_cpu_devices_option(parser: argparse.ArgumentParser) -> None:
+    """The --cpu-devices option, for `use_cpu_cores`."""
+    parser.add_argument("--cpu-devices", type=int, default=None,
+                        help="CPU devices for JAX sweeps (default: one per core)")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m attsvm", description="Reproduce 'Transformers as Support Vector Machines'."
@@ -183,12 +189,7 @@ def main(argv=None) -> int:
         "--no-png", action="store_true", help="skip chart.png even if vl-convert is installed"
     )
     rp.add_argument("--quiet", action="store_true", help="no progress bar")
-    rp.add_argument(
-        "--cpu-devices",
-        type=int,
-        default=None,
-        help="CPU devices for JAX sweeps (default: one per core)",
-    )
+    add_cpu_devices_option(rp)
     args = parser.parse_args(argv)
     try:
         if args.command == "list":

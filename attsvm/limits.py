@@ -43,6 +43,9 @@ from dataclasses import dataclass
 MODES = ("local", "hosted")
 NS = 1e-9   # seconds per work unit on the reference machine
 MAX_RECORD_FLOATS = 60_000_000   # float64 numbers one GD call may record (≈ 480 MB), any mode
+# What the library accepts at all, any mode (docs/theory.md §A.3): `Problem` and
+# `random_problem` refuse larger sizes. Each mode's caps (`Limits.max_n`, …) lie below these.
+MAX_N, MAX_T, MAX_D = 512, 256, 512
 
 
 class BudgetError(ValueError):
@@ -146,7 +149,7 @@ def svm_work(*, n: int, T: int, d: int, norm: str = "fro", queries: str = "singl
 
 def bulk_svm_work(*, n: int, T: int, d: int, norm: str = "fro", queries: str = "single",
                   solves: int = 1) -> float:
-    """Work units of `solves` solves by the sweeps' exact solvers (attsvm.experiments.fastsvm).
+    """Work units of `solves` solves by the sweeps' exact solvers (attsvm.fastsvm).
 
     Frobenius, a least-distance program by NNLS on a (d² + 1) × r system: 2·r²·d². Nuclear,
     the batched barrier method: 3 × the Clarabel formula. Fitted to single-thread times
@@ -208,6 +211,19 @@ def check_size(*, n: int, T: int, d: int, limits: Limits | None = None, **more) 
                               f"got {value:,}")
 
 
+def _priced(L: Limits, price, settings: dict, what: str, **hints) -> float:
+    """price(**settings) in work units; over `L.max_work`, a BudgetError naming, for each
+    setting in `hints` (name="its hint, e.g. n={}"), the largest value that fits with the
+    others kept (none where even 1 does not fit)."""
+    w = price(**settings)
+    if w > L.max_work:
+        fits = {name: _largest(lambda x, name=name: price(**{**settings, name: x}) <= L.max_work,
+                               1, settings[name]) for name in hints}
+        raise _over(L, what, w, [hint.format(fits[name]) if fits[name] >= 1 else ""
+                                 for name, hint in hints.items()])
+    return w
+
+
 def _over(L: Limits, what: str, work: float, hints: list[str]) -> BudgetError:
     hint = " or ".join(h for h in hints if h)
     return BudgetError(
@@ -226,18 +242,10 @@ def check_gd(*, n: int, T: int, d: int, steps: int, runs: int = 1, queries: str 
     """
     L = limits or current()
     check_size(n=n, T=T, d=d, steps=steps, runs=runs, limits=L)
-    price = lambda **kw: gd_work(**{**dict(n=n, T=T, d=d, steps=steps, runs=runs,  # noqa: E731
-                                           queries=queries, param=param, m=m), **kw})
-    w = price()
-    if w > L.max_work:
-        ok = lambda **kw: price(**kw) <= L.max_work  # noqa: E731
-        s = _largest(lambda x: ok(steps=x), 1, steps)
-        r = _largest(lambda x: ok(runs=x), 1, runs)
-        nn = _largest(lambda x: ok(n=x), 1, n)
-        raise _over(L, f"GD with runs={runs:,}, steps={steps:,}, n={n}, T={T}, d={d}", w, [
-            f"steps={s:,}" if s >= 1 else "",
-            f"runs={r:,}" if runs > 1 and r >= 1 else "",
-            f"n={nn}" if nn >= 1 else ""])
+    w = _priced(L, gd_work, dict(n=n, T=T, d=d, steps=steps, runs=runs, queries=queries,
+                                 param=param, m=m),
+                f"GD with runs={runs:,}, steps={steps:,}, n={n}, T={T}, d={d}",
+                steps="steps={:,}", runs="runs={:,}", n="n={}")
     if record_every is not None:
         f = record_floats(n=n, T=T, d=d, steps=steps, record_every=record_every, runs=runs,
                           queries=queries)
@@ -264,19 +272,10 @@ def check_svm(*, solves: int = 1, n: int | None = None, T: int | None = None,
     check_size(n=n, T=T, d=d, solves=solves, limits=L)
     if n is None or T is None or d is None:
         return 0.0
-    price = lambda **kw: svm_work(**{**dict(n=n, T=T, d=d, norm=norm,  # noqa: E731
-                                            queries=queries, solves=solves), **kw})
-    w = price()
-    if w > L.max_work:
-        ok = lambda **kw: price(**kw) <= L.max_work  # noqa: E731
-        dd = _largest(lambda x: ok(d=x), 1, d)
-        nn = _largest(lambda x: ok(n=x), 1, n)
-        k = _largest(lambda x: ok(solves=x), 1, solves)
-        name = "Att-SVM (Frobenius)" if norm == "fro" else "Att-SVM* (nuclear norm)"
-        raise _over(L, f"{solves:,} × {name} at n={n}, T={T}, d={d}", w, [
-            f"d={dd}" if dd >= 1 else "", f"n={nn}" if nn >= 1 else "",
-            f"{k:,} solves" if solves > 1 and k >= 1 else ""])
-    return w
+    name = "Att-SVM (Frobenius)" if norm == "fro" else "Att-SVM* (nuclear norm)"
+    return _priced(L, svm_work, dict(n=n, T=T, d=d, norm=norm, queries=queries, solves=solves),
+                   f"{solves:,} × {name} at n={n}, T={T}, d={d}",
+                   d="d={}", n="n={}", solves="{:,} solves")
 
 
 def check_work(work: float, *, what: str = "this action", limits: Limits | None = None) -> float:

@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .limits import MAX_D, MAX_N, MAX_T  # input ranges (docs/theory.md §A.3)
+
 HEADS = ("linear", "relu", "quadratic")
 ATTENTIONS = ("cross", "self")
 QUERY_MODES = ("single", "sequence", "causal")
 
-# Input ranges (docs/theory.md §A.3). They bound what a user can ask of the library.
-MAX_N, MAX_T, MAX_D = 512, 256, 512
 TIE_TOL = 1e-12
 
 

@@ -5,10 +5,11 @@ the app caches it by its arguments. The paper's claims they probe (arXiv 2308.16
 
 - `basins`: where GD from many initializations converges, which locally optimal α
   (Definition 2, Theorem 5 "local convergence");
-- `overparam_cell` / `overparam_fractions`: how often GD reaches α = opt as d grows (§4.1,
-  over-parameterization; also experiment "overparameterization");
-- `rank_cell` / `rank_summary`: ranks of W^mm and W^mm_* (§3, Theorem 3; experiment
-  "svm-rank");
+- `classify_runs`, `overparam_cell` / `overparam_fractions`: how often GD reaches α = opt
+  as d grows (§4.1, over-parameterization); the experiment "overparameterization" classifies
+  its runs with the same `classify_runs`;
+- `rank_rows`, `rank_cell` / `rank_summary`: ranks of W^mm and W^mm_* (§3, Theorem 3); the
+  experiment "svm-rank" (accurate style) draws its instances with the same `rank_rows`;
 - `generalized_fit`: GD on a nonlinear head against the generalized SVM (§6, eq. (10)).
 """
 from __future__ import annotations
@@ -16,14 +17,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from . import fastsvm
 from .config import ProblemSpec, TrainSpec, record_every
-from .metrics import correlation, numerical_rank
-from .problems import Problem, optimal_tokens
+from .metrics import RANK_RTOL, correlation, numerical_rank
+from .problems import Problem, optimal_tokens, random_problem, token_scores
 from .svm import (
-    classify_selection,
     locally_optimal_selections,
     solve_att_svm,
     solve_generalized_svm,
+    supports_score_lower,
 )
 from .training import train, train_batch
 
@@ -89,25 +91,56 @@ def selections(pspec: ProblemSpec, norm: str = "fro") -> pd.DataFrame:
     return pd.DataFrame(locally_optimal_selections(pspec.build(), norm=norm))
 
 
+def classify_runs(probs: list[Problem], alphas, norm: str = "fro") -> list[dict]:
+    """What each GD run reached (§4.1; Definition 2 for "locally optimal").
+
+    Args:
+        probs: B problems; alphas: B selections α (GD's final argmax), (n,) each.
+        norm: the Att-SVM that judges α ("fro" for W-GD, "nuc" for K Qᵀ-GD).
+    Returns:
+        one dict per run: selection (tuple), opt (tuple, None on a tie), is_global (α = opt),
+        feasible (Att-SVM_α), local (feasible and every support token scores below the
+        selected one), opt_feasible (Att-SVM at opt; None on a tie) and kind (as
+        `classify_selection`: "global" / "local" / "feasible" / "infeasible"). Solved in bulk
+        by `fastsvm` (exact; tests hold it to the Clarabel answers).
+    """
+    opts = []
+    for p in probs:
+        try:
+            opts.append(optimal_tokens(p))
+        except ValueError:          # a tie: no unique optimal token
+            opts.append(None)
+    at_alpha = fastsvm.solve_many(probs, alphas, norm)
+    has_opt = [b for b, o in enumerate(opts) if o is not None]
+    # feasibility does not depend on the norm (same constraints): the Frobenius LDP decides
+    at_opt = fastsvm.solve_many([probs[b] for b in has_opt], [opts[b] for b in has_opt], "fro")
+    opt_feasible = dict(zip(has_opt, (bool(f) for f in at_opt["feasible"]), strict=True))
+    rows = []
+    for b, p in enumerate(probs):
+        alpha, opt = np.asarray(alphas[b]), opts[b]
+        feasible = bool(at_alpha["feasible"][b])
+        local = feasible and supports_score_lower(token_scores(p), alpha, at_alpha["support"][b])
+        is_global = opt is not None and bool(np.array_equal(alpha, opt))
+        kind = ("infeasible" if not feasible else "feasible" if not local
+                else "global" if is_global else "local")
+        rows.append(dict(selection=tuple(int(a) for a in alpha),
+                         opt=None if opt is None else tuple(int(a) for a in opt),
+                         is_global=is_global, feasible=feasible, local=local,
+                         opt_feasible=opt_feasible.get(b), kind=kind))
+    return rows
+
+
 def overparam_cell(base: ProblemSpec, tspec: TrainSpec, d: int, runs: int) -> pd.DataFrame:
     """Runs with data seeds base.seed … base.seed+runs−1 at dimension d: what GD reached
-    and whether the global SVM is feasible. One row per run."""
+    (`classify_runs`) and whether the global SVM is feasible. One row per run."""
     specs = [base.with_(d=d, seed=base.seed + j) for j in range(runs)]
     probs = [s.build() for s in specs]
     run = train_batch(probs, steps=tspec.steps, init=None, record_every=tspec.steps,
                       **tspec.train_kwargs(probs[0]))
-    norm = tspec.norm
-    rows = []
-    for j, (s, p) in enumerate(zip(specs, probs, strict=True)):
-        alpha = tuple(int(a) for a in run.alpha[j])
-        try:
-            opt = tuple(int(a) for a in optimal_tokens(p))
-            feasible = solve_att_svm(p, None, norm).feasible
-        except ValueError:          # a tie: no unique optimal token
-            opt, feasible = None, None
-        rows.append(dict(d=d, seed=s.seed, selection=alpha, opt=opt, opt_feasible=feasible,
-                         kind=classify_selection(p, np.array(alpha), norm=norm)))
-    return pd.DataFrame(rows)
+    rows = classify_runs(probs, list(run.alpha), tspec.norm)
+    return pd.DataFrame([dict(d=d, seed=s.seed, selection=r["selection"], opt=r["opt"],
+                              opt_feasible=r["opt_feasible"], kind=r["kind"])
+                         for s, r in zip(specs, rows, strict=True)])
 
 
 OVERPARAM_OUTCOMES = ("1 · GD reached α = opt (global)",
@@ -129,20 +162,40 @@ def overparam_fractions(res: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def rank_rows(n: int, T: int, d: int, seeds, *, attention: str = "cross",
+              rtol: float = RANK_RTOL, quota: int | None = None) -> list[dict]:
+    """Numerical ranks (σ_k > rtol·σ_1) of W^mm and W^mm_* at α = opt (§3, Theorem 3) on
+    the random problems of `seeds`, solved exactly in bulk (`fastsvm`).
+
+    α is the first argmax of the token scores: a tie leaves a zero constraint, so that
+    instance counts as infeasible. The first `quota` feasible instances (all if None) are
+    `used` and get the nuclear solve; the others keep rank_nuc = NaN.
+
+    Returns one dict per seed: n, T, d, seed, feasible, used, rank_fro, rank_nuc,
+    method_nuc ("barrier" or "clarabel"; "" where not solved).
+    """
+    seeds = list(seeds)
+    probs = [random_problem(n, T, d, seed=k, attention=attention) for k in seeds]
+    alphas = [token_scores(p).argmax(-1) for p in probs]
+    fro = fastsvm.solve_many(probs, alphas, "fro")
+    feasible = [bool(f) for f in fro["feasible"]]
+    keep = [j for j, f in enumerate(feasible) if f][:quota]
+    rows = [dict(n=n, T=T, d=d, seed=k, feasible=feasible[j], used=j in keep,
+                 rank_fro=numerical_rank(fro["W"][j], rtol=rtol) if feasible[j] else np.nan,
+                 rank_nuc=np.nan, method_nuc="")
+            for j, k in enumerate(seeds)]
+    if keep:
+        nuc = fastsvm.solve_many([probs[j] for j in keep], [alphas[j] for j in keep], "nuc")
+        for q, j in enumerate(keep):
+            rows[j].update(rank_nuc=numerical_rank(nuc["W"][q], rtol=rtol),
+                           method_nuc=nuc["method"][q])
+    return rows
+
+
 def rank_cell(n: int, T: int, d: int, seed0: int, instances: int,
               attention: str = "cross") -> pd.DataFrame:
-    """Numerical ranks (σ_k > 1e-4·σ_1) of W^mm and W^mm_* on `instances` random problems."""
-    rows = []
-    for j in range(instances):
-        spec = ProblemSpec(n=n, T=T, d=d, seed=seed0 + j, attention=attention)
-        try:
-            prob = spec.build()
-            fro, nuc = solve_att_svm(prob, None, "fro"), solve_att_svm(prob, None, "nuc")
-        except ValueError:      # tie in the optimal token
-            continue
-        rows.append(dict(n=n, T=T, d=d, seed=seed0 + j, feasible=fro.feasible,
-                         rank_fro=numerical_rank(fro.W) if fro.feasible else np.nan,
-                         rank_nuc=numerical_rank(nuc.W) if nuc.feasible else np.nan))
+    """`rank_rows` of the data seeds seed0 … seed0+instances−1, one row per instance."""
+    rows = rank_rows(n, T, d, range(seed0, seed0 + instances), attention=attention)
     return pd.DataFrame(rows, columns=["n", "T", "d", "seed", "feasible", "rank_fro",
                                        "rank_nuc"])
 

@@ -24,6 +24,7 @@ SVM_COLORS = alt.Scale(
     domain=["corr with W^mm_α (Frobenius)", "corr with W^mm_*,α (nuclear)"],
     range=["#1f77b4", "#d62728"],
 )
+LOG = alt.Scale(type="log")
 
 
 def local_convergence(res) -> alt.VConcatChart:
@@ -124,6 +125,15 @@ def geometry(res) -> alt.LayerChart:
     )
 
 
+def _per_d(chart: alt.Chart, **encode) -> alt.FacetChart:
+    """`chart` encoded with `encode`, in one 170 × 170 panel per d."""
+    return (
+        chart.encode(**encode)
+        .properties(width=170, height=170)
+        .facet(column=alt.Column("d:O", title="d"))
+    )
+
+
 def multi_token(res) -> alt.VConcatChart:
     c = res.frames["curves"].copy()
     c["direction"] = c["target"].map(
@@ -134,49 +144,24 @@ def multi_token(res) -> alt.VConcatChart:
         }
     )
     c = c[c["mean"] > 0]
-    top = (
-        alt.Chart(c)
-        .mark_line()
-        .encode(
-            x=alt.X("step:Q", title="iteration"),
-            y=alt.Y("mean:Q", scale=alt.Scale(type="log"), title="mean 1 − corr"),
-            color=alt.Color("direction:N", title=None, legend=alt.Legend(orient="bottom")),
-            strokeDash=alt.StrokeDash("direction:N", legend=None),
-            tooltip=[
-                "d",
-                "direction",
-                "step",
-                alt.Tooltip("mean:Q", format=".3g"),
-                alt.Tooltip("median:Q", format=".3g"),
-                "count",
-            ],
-        )
-        .properties(width=170, height=170)
-        .facet(column=alt.Column("d:O", title="d"))
+    top = _per_d(
+        alt.Chart(c).mark_line(),
+        x=alt.X("step:Q", title="iteration"),
+        y=alt.Y("mean:Q", scale=LOG, title="mean 1 − corr"),
+        color=alt.Color("direction:N", title=None, legend=alt.Legend(orient="bottom")),
+        strokeDash=alt.StrokeDash("direction:N", legend=None),
+        tooltip=["d", "direction", "step", alt.Tooltip("mean:Q", format=".3g"),
+                 alt.Tooltip("median:Q", format=".3g"), "count"],
     )
     sc = res.frames["scatter"]
     sc = sc[(sc.max_masked_prob > 0) & (sc.one_minus_corr > 0)]
-    bottom = (
-        alt.Chart(sc)
-        .mark_circle(size=22, opacity=0.6)
-        .encode(
-            x=alt.X(
-                "max_masked_prob:Q", scale=alt.Scale(type="log"), title="largest masked softmax"
-            ),
-            y=alt.Y(
-                "one_minus_corr:Q", scale=alt.Scale(type="log"), title="final 1 − corr(W, W^SVMeq)"
-            ),
-            color=alt.Color("multi_token:N", title="≥ 2 selected tokens"),
-            tooltip=[
-                "d",
-                "seed",
-                alt.Tooltip("max_masked_prob:Q", format=".2e"),
-                alt.Tooltip("one_minus_corr:Q", format=".3g"),
-                "mean_selected",
-            ],
-        )
-        .properties(width=170, height=170)
-        .facet(column=alt.Column("d:O", title="d"))
+    bottom = _per_d(
+        alt.Chart(sc).mark_circle(size=22, opacity=0.6),
+        x=alt.X("max_masked_prob:Q", scale=LOG, title="largest masked softmax"),
+        y=alt.Y("one_minus_corr:Q", scale=LOG, title="final 1 − corr(W, W^SVMeq)"),
+        color=alt.Color("multi_token:N", title="≥ 2 selected tokens"),
+        tooltip=["d", "seed", alt.Tooltip("max_masked_prob:Q", format=".2e"),
+                 alt.Tooltip("one_minus_corr:Q", format=".3g"), "mean_selected"],
     )
     return (
         alt.vconcat(top, bottom)
@@ -197,39 +182,22 @@ def svm_rank(res) -> alt.HConcatChart:
         if style == "accurate"
         else "published style: SCS, abs tol 1e-7, infeasible → 1"
     )
-    lines = (
-        alt.Chart(c)
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("d:Q", title="d"),
-            y=alt.Y("mean_rank:Q", title="mean rank"),
-            color=alt.Color("n, T:N", title=None),
-            strokeDash=alt.StrokeDash("SVM:N", title=None),
-            tooltip=[
-                "n",
-                "T",
-                "d",
-                "SVM",
-                alt.Tooltip("mean_rank:Q", format=".3f"),
-                "instances",
-                "drawn",
-                alt.Tooltip("feasible_fraction:Q", format=".3f"),
-            ],
-        )
-        .properties(width=380, height=280, title=f"Rank of the SVM solutions ({how})")
-    )
-    f = c[c.norm == "fro"]
-    feas = (
-        alt.Chart(f)
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("d:Q", title="d"),
-            y=alt.Y("feasible_fraction:Q", title="fraction feasible"),
-            color=alt.Color("n, T:N", title=None),
-            tooltip=["n", "T", "d", alt.Tooltip("feasible_fraction:Q", format=".3f"), "drawn"],
-        )
-        .properties(width=260, height=280, title="Feasible Att-SVM at opt (reported separately)")
-    )
+    def over_d(data, y: str, y_title: str, tooltip: list, **more) -> alt.Chart:
+        """`y` against d, one line per (n, T)."""
+        return alt.Chart(data).mark_line(point=True).encode(
+            x=alt.X("d:Q", title="d"), y=alt.Y(f"{y}:Q", title=y_title),
+            color=alt.Color("n, T:N", title=None), tooltip=["n", "T", "d", *tooltip], **more)
+
+    lines = over_d(
+        c, "mean_rank", "mean rank",
+        ["SVM", alt.Tooltip("mean_rank:Q", format=".3f"), "instances", "drawn",
+         alt.Tooltip("feasible_fraction:Q", format=".3f")],
+        strokeDash=alt.StrokeDash("SVM:N", title=None),
+    ).properties(width=380, height=280, title=f"Rank of the SVM solutions ({how})")
+    feas = over_d(
+        c[c.norm == "fro"], "feasible_fraction", "fraction feasible",
+        [alt.Tooltip("feasible_fraction:Q", format=".3f"), "drawn"],
+    ).properties(width=260, height=280, title="Feasible Att-SVM at opt (reported separately)")
     return alt.hconcat(lines, feas)
 
 

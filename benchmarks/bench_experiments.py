@@ -16,7 +16,7 @@ import statistics
 import time
 
 from attsvm import experiments, problems
-from attsvm.__main__ import use_cpu_cores
+from attsvm.__main__ import add_cpu_devices_option, use_cpu_cores
 from attsvm.svm import solve_att_svm
 from attsvm.training import backend, default_init
 
@@ -89,12 +89,7 @@ def main(argv=None) -> None:
     ap.add_argument("names", nargs="*", default=list(experiments.EXPERIMENTS))
     ap.add_argument("--repeats", type=int, default=3, help="warm runs per experiment")
     ap.add_argument("--no-baseline", action="store_true")
-    ap.add_argument(
-        "--cpu-devices",
-        type=int,
-        default=None,
-        help="CPU devices for JAX sweeps (default: one per core)",
-    )
+    add_cpu_devices_option(ap)
     args = ap.parse_args(argv)
     use_cpu_cores(args.cpu_devices)
     print(f"backend: {backend()}")

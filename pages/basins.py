@@ -9,7 +9,7 @@ from attsvm_charts import explorer as charts
 from ui import about, cache, export_ui
 from ui.sidebar import specs
 from ui.views import basins as view
-from ui.widgets import BOUND, build, check_gd, check_svm, explained
+from ui.widgets import BOUND, build, check_gd, check_svm, explained, stop_if_one_token
 
 view.intro()
 
@@ -35,10 +35,8 @@ if total > MAX_SELECTIONS:
              f"most {MAX_SELECTIONS:,}. Lower n or T.", icon="🚫")
     st.stop()
 check_svm(total, prob, norm)
-if prob.T == 1:
-    st.info("T = 1: the only selection is the single token of each sequence; there is "
-            "nothing to choose and no basin to map.")
-    st.stop()
+stop_if_one_token(prob, "T = 1: the only selection is the single token of each sequence; "
+                        "there is nothing to choose and no basin to map.")
 
 # -- 1. all selections -----------------------------------------------------------------------
 with explained():

@@ -6,7 +6,7 @@ from attsvm.config import ProblemSpec
 from ui import cache
 from ui.sidebar import specs
 from ui.views import geometry as view
-from ui.widgets import BOUND, check_gd, explained
+from ui.widgets import BOUND, explained, train_both
 
 view.intro()
 pspec_sb, tspec_sb = specs()
@@ -35,12 +35,7 @@ with explained():
     opt = attsvm.optimal_tokens(prob)
 
 tspec = tspec_sb.with_(init=init, m=None)
-runs = {}
-for param, label in (("W", "W"), ("KQ", "(K,Q)")):
-    t = tspec.with_(param=param)
-    check_gd(prob, t)
-    with explained():
-        runs[label] = cache.train(pspec, t)
+runs = train_both(pspec, prob, tspec, labels=("W", "(K,Q)"))
 with explained():
     fro, nuc = cache.svm(pspec, None, "fro"), cache.svm(pspec, None, "nuc")
 sols = {"W^mm z_i": fro, "W^mm_* z_i": nuc}

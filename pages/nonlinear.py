@@ -5,7 +5,7 @@ from attsvm.config import ProblemSpec
 from ui import cache, export_ui
 from ui.sidebar import specs
 from ui.views import nonlinear as view
-from ui.widgets import BOUND, build, check_gd, explained
+from ui.widgets import BOUND, build, check_gd, explained, stop_if_one_token
 
 view.intro()
 _, tspec_sb = specs()
@@ -25,9 +25,7 @@ thr = c[7].number_input("O_i threshold", 1e-9, 0.5, 1e-3, format="%.0e", key="nl
 pspec = ProblemSpec(n=int(n), T=int(T), d=int(d), seed=int(seed), head=head, lam=float(lam))
 tspec = tspec_sb.with_(steps=int(steps))
 prob = build(pspec)
-if prob.T == 1:
-    st.info("T = 1: there is a single token per sequence, nothing to select or mask.")
-    st.stop()
+stop_if_one_token(prob, "T = 1: there is a single token per sequence, nothing to select or mask.")
 check_gd(prob, tspec)
 with explained():
     res = cache.generalized(pspec, tspec, float(thr))

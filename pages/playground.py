@@ -6,7 +6,14 @@ from attsvm import live
 from ui import cache, export_ui
 from ui.sidebar import specs
 from ui.views import playground as view
-from ui.widgets import build, check_gd, explained, optimal_or_warn, settings_caption
+from ui.widgets import (
+    build,
+    check_gd,
+    explained,
+    optimal_or_warn,
+    settings_caption,
+    stop_if_one_token,
+)
 
 TICK_S = 0.35       # seconds between live frames while playing
 
@@ -17,11 +24,10 @@ prob = build(pspec)
 if prob.queries != "single":   # the sidebar never sets this; the Sequences page does
     st.info("This page shows single-query problems; see *Sequences and causal attention*.")
     st.stop()
-if prob.T == 1:
-    st.info("**T = 1: nothing to select.** Each sequence has one token, so its softmax "
-            "weight is always 1, the loss gradient is exactly 0 and W never moves; every "
-            "SVM constraint set is empty (W^mm = 0). Choose T ≥ 2 in the sidebar.")
-    st.stop()
+stop_if_one_token(prob, "**T = 1: nothing to select.** Each sequence has one token, so its "
+                        "softmax weight is always 1, the loss gradient is exactly 0 and W "
+                        "never moves; every SVM constraint set is empty (W^mm = 0). Choose "
+                        "T ≥ 2 in the sidebar.")
 check_gd(prob, tspec)
 
 view.start(pspec, tspec, prob)

@@ -10,19 +10,14 @@ from attsvm_charts import frames
 from ui import about, cache, export_ui, hosted
 from ui.sidebar import specs
 from ui.views import rank as view
-from ui.widgets import BOUND, build, check_gd, check_svm, explained
+from ui.widgets import BOUND, build, check_svm, explained, train_both
 
 view.intro()
 # -- 1. during training ----------------------------------------------------------------------
 pspec, tspec = specs()
 st.subheader("1 · During training (sidebar problem)")
 prob = build(pspec)
-runs = {}
-for param, label in (("W", "W"), ("KQ", "K Qᵀ")):
-    t = tspec.with_(param=param)
-    check_gd(prob, t)
-    with explained():
-        runs[label] = cache.train(pspec, t)
+runs = train_both(pspec, prob, tspec)
 st.altair_chart(charts.singular_values(frames.singular_values(runs), rtol=RANK_RTOL,
                                        title="Singular values of W(k), relative to the largest"))
 about.explain(st, "rank-singular")

@@ -7,7 +7,7 @@ from attsvm_charts import frames
 from ui import about, cache, export_ui
 from ui.sidebar import specs
 from ui.views import sequences as view
-from ui.widgets import BOUND, build, check_gd, explained, optimal_or_warn
+from ui.widgets import BOUND, build, check_gd, explained, optimal_or_warn, stop_if_one_token
 
 view.intro()
 pspec_sb, tspec = specs()
@@ -24,9 +24,8 @@ c2.caption(f"Problem from the sidebar ({pspec_sb.attention}-attention: "
               else "an own random query per position") + "). Labels are drawn per query.")
 pspec = pspec_sb.with_(queries=mode)
 prob = build(pspec)
-if prob.T == 1:
-    st.info("T = 1: one token, one query that can only attend to it — nothing to select.")
-    st.stop()
+stop_if_one_token(prob, "T = 1: one token, one query that can only attend to it — nothing to "
+                        "select.")
 check_gd(prob, tspec)
 with explained():
     run = cache.train(pspec, tspec)

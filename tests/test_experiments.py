@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import attsvm
-from attsvm import experiments
-from attsvm.experiments import core, fastsvm, multi_token, overparameterization
+from attsvm import experiments, fastsvm, studies
+from attsvm.experiments import core, multi_token
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -149,7 +149,7 @@ def test_overparameterization_classification():
     p = attsvm.random_problem(3, 3, 4, seed=2)
     opt = attsvm.optimal_tokens(p)
     other = (opt + 1) % 3
-    rows = overparameterization.classify_runs([p, p], [opt, other])
+    rows = studies.classify_runs([p, p], [opt, other])  # the experiment's and the page's
     assert rows[0]["is_global"] and rows[0]["local"]
     assert not rows[1]["is_global"]
     assert rows[1]["local"] == attsvm.is_locally_optimal(p, other)

@@ -39,6 +39,14 @@ def test_hosted_caps_are_tighter_than_local_on_every_axis():
         assert getattr(HOSTED, f) < getattr(LOCAL, f), f
 
 
+def test_mode_caps_lie_within_the_library_input_ranges():
+    from attsvm import problems
+    assert (problems.MAX_N, problems.MAX_T, problems.MAX_D) == (
+        limits.MAX_N, limits.MAX_T, limits.MAX_D)          # one home: limits
+    for L in LIMITS.values():
+        assert L.max_n <= limits.MAX_N and L.max_T <= limits.MAX_T and L.max_d <= limits.MAX_D
+
+
 def test_gd_work_follows_the_documented_formula():
     n, T, d, m, steps, runs = 3, 4, 5, 2, 7, 6
     w = limits.gd_work(n=n, T=T, d=d, steps=steps, runs=runs)

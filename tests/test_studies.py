@@ -47,6 +47,15 @@ def test_rank_cell_matches_direct_solves():
         assert row.rank_nuc == attsvm.numerical_rank(sol.W)
 
 
+def test_rank_rows_solve_the_nuclear_svm_for_the_first_quota_feasible_only():
+    rows = studies.rank_rows(5, 5, 3, range(8), quota=2)
+    used = [r for r in rows if r["used"]]
+    assert len(used) == 2 and all(r["feasible"] for r in used)
+    first = [r["seed"] for r in rows if r["feasible"]][:2]
+    assert [r["seed"] for r in used] == first
+    assert all(np.isnan(r["rank_nuc"]) for r in rows if not r["used"])
+
+
 def test_overparam_cell_classifies_every_run_like_classify_selection():
     base, tspec = ProblemSpec(n=3, T=3), TrainSpec(steps=50)
     cell = studies.overparam_cell(base, tspec, 3, 3)

@@ -9,7 +9,7 @@ import attsvm
 from attsvm import limits
 from attsvm.config import ProblemSpec, TrainSpec
 
-from . import hosted
+from . import cache, hosted
 
 BOUND = dict(bind="query-params")
 
@@ -41,6 +41,27 @@ def check_gd(prob: attsvm.Problem, tspec: TrainSpec, *, runs: int = 1, steps: in
                                m=tspec.m_for(prob))
         work += sum(limits.check_svm(**kw, norm=nm) for nm in svms)
         limits.check_work(work, what=f"GD ({runs:,} run(s)) and its SVM solutions")
+
+
+def stop_if_one_token(prob: attsvm.Problem, why: str):
+    """Stop the page with `why` (st.info) when each sequence has a single token (T = 1):
+    then there is nothing to select."""
+    if prob.T == 1:
+        st.info(why)
+        st.stop()
+
+
+def train_both(pspec: ProblemSpec, prob: attsvm.Problem, tspec: TrainSpec,
+               labels=("W", "K Qᵀ")) -> dict:
+    """GD on W and on (K, Q) with `tspec`'s other settings, each checked against the budget
+    and cached: {label: Trajectory}, `labels` naming the W run and the (K, Q) run."""
+    runs = {}
+    for param, label in zip(("W", "KQ"), labels, strict=True):
+        t = tspec.with_(param=param)
+        check_gd(prob, t)
+        with explained():
+            runs[label] = cache.train(pspec, t)
+    return runs
 
 
 def check_svm(solves: int, prob: attsvm.Problem | None = None, norm: str = "fro"):

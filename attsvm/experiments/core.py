@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import jax
-from ..problems import Problem, check_int
+from ..problems import Problem, check_float, check_int, check_record_every
 from ..training import default_init, train_batch
 from ..trajectory import Trajectory
 
@@ -61,6 +61,23 @@ class Result:
 def settings_dict(s) -> dict:
     """Settings as JSON-ready plain values (tuples become lists)."""
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(s).items()}
+
+
+def check_settings(s, **ranges) -> None:
+    """Validate the settings GD experiments share, where the record `s` has them: steps in
+    [1, 100 000], lr in (0, 10], record_every (`check_record_every`), the seeds data_seed,
+    first_seed and seed in [0, 2³¹]; and each integer setting `ranges` names (name=(lo, hi))."""
+    for name, (lo, hi) in ranges.items():
+        check_int(name, getattr(s, name), lo, hi)
+    if hasattr(s, "steps"):
+        check_int("steps", s.steps, 1, 100_000)
+    if hasattr(s, "lr"):
+        check_float("lr", s.lr, 0.0, 10.0, lo_open=True)
+    if hasattr(s, "record_every"):
+        check_record_every(s.record_every, s.steps)
+    for name in ("data_seed", "first_seed", "seed"):
+        if hasattr(s, name):
+            check_int(name, getattr(s, name), 0, 2**31)
 
 
 def check_grid(name: str, values, lo: int, hi: int) -> tuple:
@@ -148,6 +165,22 @@ def sweep(
 def _slice(tr: Trajectory, n: int) -> Trajectory:
     """The first n runs of a batched Trajectory (drops chunk padding)."""
     return tr if len(tr) == n else tr[:n]
+
+
+def stage(progress: Progress, lo: float, span: float, label: str) -> Progress:
+    """`progress` for one stage of an experiment: its fractions mapped onto [lo, lo + span],
+    its texts prefixed with `label`."""
+    return lambda f, t: progress(lo + span * f, f"{label}: {t}")
+
+
+def train_settings(probs, s, *, progress: Progress, at: tuple, param: str | None = None,
+                   record_every: int | None = None) -> dict:
+    """`train_all` with the GD settings of the record `s`: param (unless given), steps, lr,
+    record_every (unless given) and the initialization seed; its progress is the stage
+    `at` = (lo, span, label) of `progress` (`stage`)."""
+    return train_all(probs, param=param or s.param, steps=s.steps, lr=s.lr,
+                     record_every=record_every or s.record_every, seed=s.seed,
+                     progress=stage(progress, *at))
 
 
 def train_all(probs, **kw) -> dict:

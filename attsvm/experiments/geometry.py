@@ -20,14 +20,13 @@ from ..problems import (
     PRESETS,
     check_choice,
     check_float,
-    check_int,
     optimal_tokens,
     paper_problem,
     token_scores,
 )
 from ..svm import solve_att_svm
 from ..training import train_batch
-from .core import Progress, Result, fmt, no_progress, settings_dict
+from .core import Progress, Result, check_settings, fmt, no_progress, settings_dict
 
 NAMES = ("geometry-1", "geometry-2")
 TITLE = "2-D geometry: GD paths W(k) z_i against the SVM directions"
@@ -75,10 +74,8 @@ class Settings:
 
     def __post_init__(self):
         check_choice("preset", self.preset, tuple(PRESETS))
-        check_int("steps", self.steps, 1, 100_000)
-        check_float("lr", self.lr, 0.0, 10.0, lo_open=True)
+        check_settings(self)
         check_float("kq_scale", self.kq_scale, 0.0, 10.0, lo_open=True)
-        check_int("seed", self.seed, 0, 2**31)
 
 
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:

@@ -17,17 +17,22 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .. import fastsvm
 from ..metrics import correlation
 from ..problems import (
-    check_float,
-    check_int,
-    check_record_every,
     check_subset,
     random_problem,
     token_scores,
 )
-from . import fastsvm
-from .core import Progress, Result, fmt, no_progress, settings_dict, train_all
+from .core import (
+    Progress,
+    Result,
+    check_settings,
+    fmt,
+    no_progress,
+    settings_dict,
+    train_settings,
+)
 
 NAME = "local-convergence"
 TITLE = "Local convergence: softmax and correlation with W^mm_α / W^mm_*,α"
@@ -85,16 +90,8 @@ class Settings:
     seed: int = 0
 
     def __post_init__(self):
-        check_int("n", self.n, 1, 64)
-        check_int("T", self.T, 2, 64)
-        check_int("d", self.d, 1, 128)
-        check_int("runs", self.runs, 1, 5000)
-        check_int("steps", self.steps, 1, 100_000)
-        check_float("lr", self.lr, 0.0, 10.0, lo_open=True)
-        check_record_every(self.record_every, self.steps)
+        check_settings(self, n=(1, 64), T=(2, 64), d=(1, 128), runs=(1, 5000))
         object.__setattr__(self, "params", check_subset("params", self.params, ("W", "KQ")))
-        check_int("data_seed", self.data_seed, 0, 2**31)
-        check_int("seed", self.seed, 0, 2**31)
 
 
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
@@ -105,18 +102,8 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
     opt = np.stack([token_scores(p).argmax(-1) for p in probs])  # (R, n)
     trajs, share = {}, 0.8 / len(s.params)
     for j, param in enumerate(s.params):
-
-        def sub(f, t, j=j, param=param):
-            progress(share * (j + f), f"{param}: {t}")
-
-        trajs[param] = train_all(
-            probs,
-            param=param,
-            steps=s.steps,
-            lr=s.lr,
-            record_every=s.record_every,
-            seed=s.seed,
-            progress=sub,
+        trajs[param] = train_settings(
+            probs, s, param=param, progress=progress, at=(share * j, share, param)
         )
     # SVMs for each distinct (run, α): both parameterizations usually share most of them
     alphas = {p: trajs[p]["probs"][:, -1].argmax(-1) for p in s.params}  # (R, n)
@@ -209,16 +196,8 @@ def _summary(s: Settings, curve, runs_df) -> dict:
         for step, paper in ref.items():
             if step in steps:
                 mean, std = _value(curve, param, measure, step)
-                out["rows"].append(
-                    dict(
-                        param=param,
-                        measure=measure,
-                        step=step,
-                        ours=mean,
-                        ours_std=std,
-                        paper=paper,
-                    )
-                )
+                out["rows"].append(dict(param=param, measure=measure, step=step, ours=mean,
+                                        ours_std=std, paper=paper))
     frac = runs_df.groupby("param")["is_global"].mean().to_dict()
     out["fraction_global"] = {p: float(v) for p, v in frac.items()}
     out["paper_fraction_global"] = {p: REFERENCE_GLOBAL[p] for p in s.params}

@@ -24,8 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .. import fastsvm
 from ..metrics import correlation
-from ..problems import check_float, check_int, check_record_every, random_problem
+from ..problems import check_float, random_problem
 from ..svm import (
     constraint_rows,
     fit_direction,
@@ -33,11 +34,11 @@ from ..svm import (
     least_norm_fin,
     single_logits,
 )
-from . import fastsvm
 from .core import (
     Progress,
     Result,
     check_grid,
+    check_settings,
     chunk_size,
     fmt,
     no_progress,
@@ -86,18 +87,10 @@ class Settings:
     seed: int = 0
 
     def __post_init__(self):
-        check_int("n", self.n, 1, 16)
-        check_int("T", self.T, 2, 16)
+        check_settings(self, n=(1, 16), T=(2, 16), runs=(1, 5000), max_seeds=(1, 1_000_000))
         object.__setattr__(self, "ds", check_grid("ds", self.ds, 1, 64))
-        check_int("runs", self.runs, 1, 5000)
-        check_int("max_seeds", self.max_seeds, 1, 1_000_000)
-        check_int("steps", self.steps, 1, 100_000)
-        check_float("lr", self.lr, 0.0, 10.0, lo_open=True)
-        check_record_every(self.record_every, self.steps)
         check_float("select", self.select, 0.0, 1.0, lo_open=True)
         check_float("mask", self.mask, 0.0, self.select, lo_open=True)
-        check_int("first_seed", self.first_seed, 0, 2**31)
-        check_int("seed", self.seed, 0, 2**31)
 
 
 # -- the generalized SVM, exactly and fast (the constraints of attsvm.solve_generalized_svm) --

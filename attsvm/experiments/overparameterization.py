@@ -14,21 +14,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
 from ..config import norm_for
-from ..problems import check_choice, check_float, check_int, random_problem, token_scores
-from ..svm import supports_score_lower
-from . import fastsvm
+from ..problems import check_choice, random_problem
+from ..studies import classify_runs
 from .core import (
     Progress,
     Result,
     check_grid,
+    check_settings,
     fmt,
     no_progress,
     settings_dict,
-    train_all,
+    train_settings,
 )
 
 NAME = "overparameterization"
@@ -66,42 +65,9 @@ class Settings:
     seed: int = 0
 
     def __post_init__(self):
-        check_int("n", self.n, 1, 64)
-        check_int("T", self.T, 2, 64)
+        check_settings(self, n=(1, 64), T=(2, 64), runs=(1, 5000))
         object.__setattr__(self, "ds", check_grid("ds", self.ds, 1, 128))
-        check_int("runs", self.runs, 1, 5000)
-        check_int("steps", self.steps, 1, 100_000)
-        check_float("lr", self.lr, 0.0, 10.0, lo_open=True)
         check_choice("param", self.param, ("W", "KQ"))
-        check_int("data_seed", self.data_seed, 0, 2**31)
-        check_int("seed", self.seed, 0, 2**31)
-
-
-def classify_runs(probs, alphas, norm: str = "fro") -> list[dict]:
-    """Per run: is_global (α = opt), feasible (Att-SVM_α), local (α = opt, or Att-SVM_α
-    feasible with every support token scoring below the selected one), feasible_opt
-    (Att-SVM at opt)."""
-    opts = [token_scores(p).argmax(-1) for p in probs]
-    at_alpha = fastsvm.solve_many(probs, alphas, norm)
-    at_opt = fastsvm.solve_many(probs, opts, "fro")
-    out = []
-    for b, p in enumerate(probs):
-        g = token_scores(p)
-        a = np.asarray(alphas[b])
-        feas = bool(at_alpha["feasible"][b])
-        local = False
-        if feas:
-            local = supports_score_lower(g, a, at_alpha["support"][b])
-        is_global = bool(np.array_equal(a, opts[b]))
-        out.append(
-            dict(
-                is_global=is_global,
-                feasible=feas,
-                local=local or is_global,
-                feasible_opt=bool(at_opt["feasible"][b]),
-            )
-        )
-    return out
 
 
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
@@ -109,24 +75,22 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
     for j, d in enumerate(s.ds):
         base, share = j / len(s.ds), 1 / len(s.ds)
         probs = [random_problem(s.n, s.T, d, seed=s.data_seed + r) for r in range(s.runs)]
-        tr = train_all(
-            probs,
-            param=s.param,
-            steps=s.steps,
-            lr=s.lr,
-            record_every=s.steps,
-            seed=s.seed,
-            progress=lambda f, t, d=d, base=base, share=share: progress(
-                base + 0.9 * share * f, f"d={d}: {t}"
-            ),
+        tr = train_settings(
+            probs, s, record_every=s.steps, progress=progress, at=(base, 0.9 * share, f"d={d}")
         )
         alphas = list(tr["probs"][:, -1].argmax(-1))
         progress(base + 0.92 * share, f"d={d}: SVMs")
-        norm = norm_for(s.param)
-        for r, c in enumerate(classify_runs(probs, alphas, norm)):
+        for r, c in enumerate(classify_runs(probs, alphas, norm_for(s.param))):
             rows.append(
                 dict(
-                    d=d, run=r, data_seed=s.data_seed + r, alpha=" ".join(map(str, alphas[r])), **c
+                    d=d,
+                    run=r,
+                    data_seed=s.data_seed + r,
+                    alpha=" ".join(map(str, alphas[r])),
+                    is_global=c["is_global"],
+                    feasible=c["feasible"],
+                    local=c["local"] or c["is_global"],
+                    feasible_opt=bool(c["opt_feasible"]),
                 )
             )
     runs_df = pd.DataFrame(rows)

@@ -26,9 +26,9 @@ from scipy.optimize import minimize
 from scipy.special import logsumexp
 
 from ..metrics import correlation
-from ..problems import check_float, check_int, check_subset, random_problem, token_scores
+from ..problems import check_float, check_subset, random_problem, token_scores
 from ..svm import solve_att_svm
-from .core import Progress, Result, fmt, no_progress, settings_dict
+from .core import Progress, Result, check_settings, fmt, no_progress, settings_dict
 
 NAME = "regularization-path"
 TITLE = "Regularization path: argmin over the norm ball, against the SVM directions"
@@ -56,16 +56,10 @@ class Settings:
     seed: int = 0
 
     def __post_init__(self):
-        check_int("n", self.n, 1, 32)
-        check_int("T", self.T, 2, 32)
-        check_int("d", self.d, 1, 32)
-        check_int("data_seed", self.data_seed, 0, 2**31)
+        check_settings(self, n=(1, 32), T=(2, 32), d=(1, 32), radii=(2, 200), restarts=(0, 20))
         check_float("r_min", self.r_min, 0.0, 1e4, lo_open=True)
         check_float("r_max", self.r_max, self.r_min, 1e5)
-        check_int("radii", self.radii, 2, 200)
-        check_int("restarts", self.restarts, 0, 20)
         object.__setattr__(self, "params", check_subset("params", self.params, ("W", "KQ")))
-        check_int("seed", self.seed, 0, 2**31)
 
 
 class _Excess:

@@ -16,26 +16,24 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .. import fastsvm
 from ..config import norm_for
 from ..metrics import correlation
 from ..problems import (
     check_choice,
-    check_float,
-    check_int,
-    check_record_every,
     check_subset,
     optimal_tokens,
     random_problem,
 )
-from . import fastsvm
 from .core import (
     Progress,
     Result,
+    check_settings,
     fmt,
     mean_std,
     no_progress,
     settings_dict,
-    train_all,
+    train_settings,
 )
 
 NAME = "sequence-causal"
@@ -66,18 +64,10 @@ class Settings:
     seed: int = 0
 
     def __post_init__(self):
-        check_int("n", self.n, 1, 16)
-        check_int("T", self.T, 2, 16)
-        check_int("d", self.d, 1, 64)
+        check_settings(self, n=(1, 16), T=(2, 16), d=(1, 64), runs=(1, 2000))
         object.__setattr__(self, "modes", check_subset("modes", self.modes, ("sequence", "causal")))
         check_choice("attention", self.attention, ("self", "cross"))
         check_choice("param", self.param, ("W", "KQ"))
-        check_int("runs", self.runs, 1, 2000)
-        check_int("steps", self.steps, 1, 100_000)
-        check_float("lr", self.lr, 0.0, 10.0, lo_open=True)
-        check_record_every(self.record_every, self.steps)
-        check_int("data_seed", self.data_seed, 0, 2**31)
-        check_int("seed", self.seed, 0, 2**31)
 
 
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
@@ -91,17 +81,7 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
             random_problem(s.n, s.T, s.d, seed=s.data_seed + r, attention=s.attention, queries=mode)
             for r in range(s.runs)
         ]
-        tr = train_all(
-            probs,
-            param=s.param,
-            steps=s.steps,
-            lr=s.lr,
-            record_every=s.record_every,
-            seed=s.seed,
-            progress=lambda f, t, mode=mode, base=base, share=share: progress(
-                base + 0.85 * share * f, f"{mode}: {t}"
-            ),
-        )
+        tr = train_settings(probs, s, progress=progress, at=(base, 0.85 * share, mode))
         alphas = list(tr["probs"][:, -1].argmax(-1))  # (n, T) per run
         progress(base + 0.9 * share, f"{mode}: per-query SVMs")
         sols = fastsvm.solve_many(probs, alphas, norm)

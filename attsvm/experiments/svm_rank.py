@@ -22,11 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..metrics import numerical_rank
+from .. import fastsvm
 from ..problems import check_choice, check_float, check_int, random_problem, token_scores
+from ..studies import rank_rows
 from ..svm import solve_att_svm
-from . import fastsvm
-from .core import Progress, Result, check_grid, fmt, no_progress, settings_dict
+from .core import Progress, Result, check_grid, check_settings, fmt, no_progress, settings_dict
 
 NAME = "svm-rank"
 TITLE = "Rank of W^mm (Frobenius) vs W^mm_* (nuclear) as d grows"
@@ -105,11 +105,9 @@ class Settings:
             )
         object.__setattr__(self, "pairs", pairs)
         object.__setattr__(self, "ds", check_grid("ds", self.ds, 1, 64))
-        check_int("runs", self.runs, 1, 10_000)
-        check_int("max_draws", self.max_draws, self.runs, 1_000_000)
+        check_settings(self, runs=(1, 10_000), max_draws=(self.runs, 1_000_000))
         check_float("rtol", self.rtol, 0.0, 1.0, lo_open=True)
         check_choice("style", self.style, STYLES)
-        check_int("seed", self.seed, 0, 2**31)
 
 
 def _alpha(prob):
@@ -118,41 +116,13 @@ def _alpha(prob):
 
 
 def _cell_accurate(s, n, T, d):
-    """Draw seeds until `runs` feasible instances; returns instance rows."""
+    """Draw seeds until `runs` feasible instances (`studies.rank_rows`); instance rows."""
     rows, seed, feasible = [], s.seed, 0
     block = s.runs
     while feasible < s.runs and seed < s.seed + s.max_draws:
         top = min(seed + block, s.seed + s.max_draws)
-        probs = [random_problem(n, T, d, seed=k) for k in range(seed, top)]
-        alphas = [_alpha(p) for p in probs]
-        fro = fastsvm.solve_many(probs, alphas, "fro")
-        keep = []
-        for j, k in enumerate(range(seed, top)):
-            ok = bool(fro["feasible"][j]) and feasible < s.runs
-            feasible += ok
-            rows.append(
-                dict(
-                    n=n,
-                    T=T,
-                    d=d,
-                    seed=k,
-                    feasible=bool(fro["feasible"][j]),
-                    used=ok,
-                    rank_fro=numerical_rank(fro["W"][j], rtol=s.rtol)
-                    if fro["feasible"][j]
-                    else np.nan,
-                    rank_nuc=np.nan,
-                    method_nuc="",
-                )
-            )
-            if ok:
-                keep.append(j)
-        if keep:
-            nuc = fastsvm.solve_many([probs[j] for j in keep], [alphas[j] for j in keep], "nuc")
-            base = len(rows) - (top - seed)
-            for q, j in enumerate(keep):
-                rows[base + j]["rank_nuc"] = numerical_rank(nuc["W"][q], rtol=s.rtol)
-                rows[base + j]["method_nuc"] = nuc["method"][q]
+        rows += rank_rows(n, T, d, range(seed, top), rtol=s.rtol, quota=s.runs - feasible)
+        feasible += sum(r["used"] for r in rows[-(top - seed):])
         rate = max(feasible, 1) / (top - s.seed)
         seed = top
         block = int(min(s.max_draws, max(s.runs, 1.2 * (s.runs - feasible) / rate)))
