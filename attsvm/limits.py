@@ -164,6 +164,18 @@ def bulk_svm_work(*, n: int, T: int, d: int, norm: str = "fro", queries: str = "
     return float(solves) * (1e6 + cost)
 
 
+def graph_svm_work(*, n: int, T: int, d: int, solves: int = 1) -> float:
+    """Work units of `solves` Graph-SVMs of next-token data (attsvm.ntp.solve_graph_svm, cvxpy +
+    Clarabel): min ‖W‖_F over d² unknowns with at most r = n·(T − 1) margin rows (one per
+    label → other-token edge), dense rows, so about 30·r²·d² (docs/followups.md §3.2).
+    Measured here on a busy machine (load 3–8 on 2 cores): (n, T, d) = (32, 8, 32) 2.2 s for
+    191 rows; (32, 16, 64) 36 s, 468 rows; (32, 32, 64) 211 s, 988 rows; (32, 32, 32) 15 s,
+    969 rows; (16, 16, 48) 2.1 s, 234 rows: 15–50 ns per r²·d². The Att-SVM formula
+    (`svm_work`) priced the last ones 10–15× too low."""
+    r = n * max(T - 1, 0)
+    return float(solves) * (5e6 + 30.0 * r * r * d * d)
+
+
 def sphere_work(*, n: int, T: int, d: int, param: str = "W", minimizations: int = 1) -> float:
     """Work units of `minimizations` L-BFGS minimizations of the loss over a sphere (the
     regularization path, arXiv 2308.16898 §3): about 50 + 0.12·n·T evaluations each, an

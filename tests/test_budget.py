@@ -94,3 +94,25 @@ def test_bulk_and_sphere_prices_grow_with_every_size():
         base = f(n=4, T=4, d=4)
         for k in ("n", "T", "d"):
             assert f(**{**dict(n=4, T=4, d=4), k: 8}) > base, (f.__name__, k)
+
+
+def test_graph_svm_price_bounds_the_rows_and_refuses_the_big_page_and_experiment(monkeypatch):
+    """The Graph-SVM's price counts r = n·(T − 1) margin rows (one per label → other-token
+    edge, an upper bound), and the sizes that took minutes to solve (n = T = 32, d = 64: 211 s
+    here) are refused in hosted mode, on the page and in both experiments."""
+    from attsvm.ntp import random_ntp_problem, session
+    from attsvm.ntp.graph import priority_graphs
+    from attsvm.ntp.svm import constraint_rows
+
+    for n, T, K, d, seed in [(6, 4, 6, 8, 0), (12, 6, 10, 12, 1), (20, 8, 16, 16, 2)]:
+        p = random_ntp_problem(n=n, T=T, K=K, d=d, seed=seed)
+        assert len(constraint_rows(p, priority_graphs(p))[0]) <= n * (T - 1)
+    assert limits.graph_svm_work(n=32, T=32, d=64) > 100 * limits.svm_work(n=32, T=32, d=1)
+    big = random_ntp_problem(n=32, T=32, K=64, d=64, seed=0)
+    monkeypatch.setenv("ATTSVM_MODE", "hosted")
+    with pytest.raises(limits.BudgetError, match="Graph-SVM"):
+        session.check_budget(big, 100)
+    for name in ("ntp-global", "ntp-local"):
+        s = experiments.settings(name, n=32, T=32, K=64, d=64, instances=1, steps=100)
+        with pytest.raises(limits.BudgetError):
+            budget.check(name, s, limits_=HOSTED)

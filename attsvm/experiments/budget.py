@@ -156,8 +156,8 @@ def _ntp(s):
     runs = s.instances * (4 if isinstance(s, LocalSettings) else 2)
     item, floats = _gd(f"NGD on W and W^fin ({s.instances} instances)", n=s.n, T=s.T, d=s.d,
                        steps=s.steps, runs=runs, record_every=s.record_every)
-    svm = (f"{s.instances} Graph-SVMs", limits.svm_work(n=s.n, T=s.K, d=s.d,
-                                                        solves=s.instances * 2))
+    svm = (f"{2 * s.instances} Graph-SVMs", limits.graph_svm_work(n=s.n, T=s.T, d=s.d,
+                                                                  solves=s.instances * 2))
     return [item, svm], floats, dict(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=runs,
                                      solves=2 * s.instances)
 

@@ -107,7 +107,8 @@ def check_budget(prob: NTPProblem, steps: int) -> None:
     """Refuse a run over the active mode's budget (W and W^fin, one Graph-SVM)."""
     kw = dict(n=prob.n, T=prob.T, d=prob.d)
     work = limits.check_gd(**kw, steps=steps, runs=2)
-    work += limits.check_svm(**kw)
+    limits.check_size(**kw, solves=1)
+    work += limits.graph_svm_work(**kw)
     limits.check_work(work, what=f"GD on W and W^fin for {steps:,} steps and a Graph-SVM")
 
 
