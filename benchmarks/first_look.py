@@ -75,24 +75,18 @@ def _visit(browser, url: str, chart: bool, ctx=None) -> tuple[float, float]:
     ctx = ctx or browser.new_context(viewport={"width": 1400, "height": 1800})
     page = ctx.new_page()
     try:
-        t0 = time.perf_counter()
-        page.goto(url, timeout=120_000)
-        page.wait_for_selector(SIDEBAR, timeout=120_000)
-        t_side = time.perf_counter() - t0
-        t_chart = float("nan")
-        if chart:
-            page.wait_for_selector(CHART, timeout=120_000)
-            t_chart = time.perf_counter() - t0
-        return t_side, t_chart
+        return _timed(page, lambda: page.goto(url, timeout=120_000), SIDEBAR,
+                      CHART if chart else None)
     finally:
         page.close()
         if own:
             ctx.close()
 
 
-# A chart drawn by the current run (Streamlit marks the previous run's elements stale).
-FRESH_CHART = ('[data-testid="stMain"] [data-testid="stElementContainer"]:not([data-stale="true"]) '
-               '.vega-embed :is(canvas, svg)')
+# The title and a chart drawn by the current run (Streamlit marks the previous run's
+# elements stale).
+FRESH = '[data-testid="stMain"] [data-testid="stElementContainer"]:not([data-stale="true"])'
+FRESH_TITLE, FRESH_CHART = f"{FRESH} h1", f"{FRESH} .vega-embed :is(canvas, svg)"
 
 
 def _in_app(page, base: str, url: str, chart: bool) -> tuple[float, float]:
@@ -101,17 +95,19 @@ def _in_app(page, base: str, url: str, chart: bool) -> tuple[float, float]:
     page.goto(base, timeout=120_000)
     page.wait_for_selector(CHART, timeout=120_000)
     link = page.locator(f'{SIDEBAR}[href^="{url}"]').first
+    return _timed(page, link.click, FRESH_TITLE, FRESH_CHART if chart else None)
+
+
+def _timed(page, go, first: str, chart: str | None) -> tuple[float, float]:
+    """Seconds from `go()` to the selector `first`, and to `chart` (NaN when None)."""
     t0 = time.perf_counter()
-    link.click()
-    page.wait_for_function(f"location.pathname.endsWith('/{url}')", timeout=120_000)
-    page.wait_for_selector(FRESH_CHART.replace(".vega-embed :is(canvas, svg)", "h1"),
-                           timeout=120_000)
-    t_side = time.perf_counter() - t0
-    t_chart = float("nan")
-    if chart:
-        page.wait_for_selector(FRESH_CHART, timeout=120_000)
-        t_chart = time.perf_counter() - t0
-    return t_side, t_chart
+    go()
+    page.wait_for_selector(first, timeout=120_000)
+    t_first = time.perf_counter() - t0
+    if chart is None:
+        return t_first, float("nan")
+    page.wait_for_selector(chart, timeout=120_000)
+    return t_first, time.perf_counter() - t0
 
 
 def _median(visits, i):
