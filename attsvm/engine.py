@@ -3,13 +3,15 @@
 Normalized GD (arXiv 2308.16898 §2, Algorithm "normalized GD"; docs/theory.md §A.1):
     W ← W − η ∇L(W) / (‖∇L(W)‖_F + ε₀)                                   (param="W")
     K ← K − η ∇_K / (‖∇_K‖_F + ε₀),  Q ← Q − η ∇_Q / (‖∇_Q‖_F + ε₀)      (param="KQ")
-with ε₀ = `eps` (2⁻⁵² in the authors' code, the default) and, for (K, Q), the objective
-L(K Qᵀ) + ε (‖K‖_F² + ‖Q‖_F²), ε = `ridge`: exactly `model.objective`, which the gradient
-tests check. Every other rule of `attsvm.optimizers` (plain GD, Polyak steps, ℓp mirror
-descent, sign and spectral descent; docs/followups.md §2, §4, §5) runs in the same engine:
+with ε₀ = `eps` (0 by default, `optimizers.DEFAULT_EPS`; 2⁻⁵² in the authors' code) and,
+for (K, Q), the objective L(K Qᵀ) + ε (‖K‖_F² + ‖Q‖_F²), ε = `ridge`: exactly
+`model.objective`, which the gradient tests check. Every other rule of `attsvm.optimizers`
+(plain GD, Polyak steps, ℓp mirror descent, sign and spectral descent; docs/followups.md
+§2, §4, §5) runs in the same engine:
 the rule is static (one program each), its step size, p and ε traced. `centred=True`
 differentiates the centred form of the attention (`model.outputs`), exact far into
-saturation (docs/followups.md §4b).
+saturation (docs/followups.md §4b): the default (`optimizers.DEFAULT_CENTRED`); a zero (or
+subnormal) gradient takes no step, so ε₀ = 0 never divides by 0.
 
 `vmap` over runs of a `lax.scan` over records of a loop over steps. The step size, the
 ridge, p, ε and `record_every` are traced (a new value never recompiles; the number of
@@ -24,9 +26,9 @@ from functools import partial
 
 from . import model
 from .model import Data, jax, jnp
-from .optimizers import OPTIMIZERS, Hyper, loss_gap, make_optimizer
+from .optimizers import NORM_EPS, OPTIMIZERS, Hyper, loss_gap, make_optimizer
 
-NORM_EPS = 2.0 ** -52            # ε₀ of the normalized step, as in the authors' code
+__all__ = ["NORM_EPS", "RULES", "compile_count", "simulate"]
 RULES = {name: make_optimizer(name) for name in OPTIMIZERS}
 
 

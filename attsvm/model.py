@@ -69,13 +69,38 @@ def outputs(W, data: Data, kind: str, *, centred: bool = False):
         s = attention(W, data)
         r = jnp.einsum("nkt,ntd->nkd", s, data.X)
         return head(r, data, kind), s
-    a = logits(W, data)                                         # (n, K, T)
-    s = jax.nn.softmax(a, axis=-1)
-    rho = jnp.argmax(a, axis=-1)                                # (n, K)
-    Xr = jnp.take_along_axis(data.X, rho[:, :, None], axis=1)  # (n, K, d)
-    D = data.X[:, None, :, :] - Xr[:, :, None, :]               # (n, K, T, d)
-    r = Xr + jnp.einsum("nkt,nktd->nkd", s, D)
+    s, r = _attend_centred(logits(W, data), data.X)
     return head(r, data, kind), s
+
+
+@jax.custom_vjp
+def _attend_centred(a, X):
+    """s = softmax(a) (n, K, T) and r = Σ_t s_t x_t (n, K, d), whose backward is the centred
+    one: with c_t the cotangent reaching s_t (through r: ⟨ḡ_r, x_t⟩), the logit gradient
+    s_t (c_t − ⟨s, c⟩) is computed as s_t (c'_t − ⟨s, c'⟩), c' = c − c_ρ, ρ = argmax_t a_t.
+    The same number in exact arithmetic (a softmax ignores a shift of c), but c'_ρ is exactly
+    0, so no term of size 1 cancels (docs/followups.md §4b). Equivalent to differentiating
+    x_ρ + Σ_t s_t (x_t − x_ρ) without forming the (n, K, T, d) differences."""
+    s = jax.nn.softmax(a, axis=-1)
+    return s, jnp.einsum("nkt,ntd->nkd", s, X)
+
+
+def _attend_fwd(a, X):
+    s, r = _attend_centred(a, X)
+    return (s, r), (s, X, jnp.argmax(a, axis=-1))
+
+
+def _attend_bwd(res, cts):
+    s, X, rho = res
+    gs, gr = cts
+    c = jnp.einsum("nkd,ntd->nkt", gr, X) + gs                  # (n, K, T)
+    c = c - jnp.take_along_axis(c, rho[:, :, None], axis=-1)    # exactly 0 at ρ
+    c = jnp.where(s > 0, c, 0.0)                                # masked tokens: s = 0
+    ga = s * (c - jnp.sum(s * c, axis=-1, keepdims=True))
+    return ga, jnp.einsum("nkt,nkd->ntd", s, gr)
+
+
+_attend_centred.defvjp(_attend_fwd, _attend_bwd)
 
 
 def loss_fn(u, kind: str):

@@ -58,6 +58,12 @@ OPTIMIZERS = ("gd", "ngd", "polyak", "md", "nmd", "sign", "spectral")
 KQ_OPTIMIZERS = ("gd", "ngd", "polyak", "sign")
 PARAMS = ("W", "KQ")
 NORM_EPS = 2.0 ** -52            # the authors' ε of the normalized step
+# The gradient every run uses unless told otherwise (the one definition of the defaults):
+# exact, centred gradients and the exact normalizer (docs/followups.md §4b). The authors'
+# loop (plain autodiff, ‖∇L‖ + 2⁻⁵²) is an option, for reproducing their figures.
+DEFAULT_EPS = 0.0
+DEFAULT_CENTRED = True
+AUTHORS_GRADIENT = {"centred": False, "eps": NORM_EPS}
 MIN_P, MAX_P = 1.01, 100.0       # MD exponents: p → 1 raises |U| to 1/(p − 1) (overflow)
 RIDGE_EPS = float(np.finfo(np.float64).eps)
 TINY = float(np.finfo(np.float64).tiny)   # 2.2e-308: below it a norm counts as 0 (no step)

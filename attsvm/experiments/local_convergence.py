@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import correlation
+from ..optimizers import AUTHORS_GRADIENT
 from ..problems import (
     check_float,
     check_int,
@@ -114,6 +115,7 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
             param=param,
             steps=s.steps,
             lr=s.lr,
+            **AUTHORS_GRADIENT,  # the official code's loop: its numbers are the reference
             record_every=s.record_every,
             seed=s.seed,
             progress=sub,

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..config import norm_for
+from ..optimizers import AUTHORS_GRADIENT
 from ..problems import check_choice, check_float, check_int, random_problem, token_scores
 from ..svm import supports_score_lower
 from . import fastsvm
@@ -114,6 +115,7 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
             param=s.param,
             steps=s.steps,
             lr=s.lr,
+            **AUTHORS_GRADIENT,  # the official code's loop: its numbers are the reference
             record_every=s.steps,
             seed=s.seed,
             progress=lambda f, t, d=d, base=base, share=share: progress(

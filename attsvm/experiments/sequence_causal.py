@@ -18,6 +18,7 @@ import pandas as pd
 
 from ..config import norm_for
 from ..metrics import correlation
+from ..optimizers import AUTHORS_GRADIENT
 from ..problems import (
     check_choice,
     check_float,
@@ -96,6 +97,7 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
             param=s.param,
             steps=s.steps,
             lr=s.lr,
+            **AUTHORS_GRADIENT,  # the official code's loop: its numbers are the reference
             record_every=s.record_every,
             seed=s.seed,
             progress=lambda f, t, mode=mode, base=base, share=share: progress(
