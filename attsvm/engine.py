@@ -26,10 +26,11 @@ from functools import partial
 
 from . import model
 from .model import Data, jax, jnp
-from .optimizers import NORM_EPS, OPTIMIZERS, Hyper, loss_gap, make_optimizer
+from .optimizers import NORM_EPS, OPTIMIZERS, Hyper, _tree_norm, loss_gap, make_optimizer
 
 __all__ = ["NORM_EPS", "RULES", "compile_count", "simulate"]
 RULES = {name: make_optimizer(name) for name in OPTIMIZERS}
+SCALE_FREE = ("ngd", "nmd", "sign", "spectral")   # steps that use only ∇L's direction
 
 
 def compile_count() -> int:
@@ -52,8 +53,14 @@ def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, pa
     closure that jit traces as a unit.
     """
     def one_run(params0, data):
+        # the scale-free rules (a step that only uses the gradient's direction) take the
+        # gradient divided by the largest non-selected softmax weight: it stays representable
+        # after the weights underflow (ngd/nmd only when exact, ε = 0; model.tail_logscale)
+        scaled = False
+        if centred and param == "W" and rule in SCALE_FREE:
+            scaled = hyper.eps == 0 if rule in ("ngd", "nmd") else True
         obj = partial(model.objective_and_records, data=data, ridge=ridge, param=param,
-                      head_kind=head, loss_kind=loss, centred=centred)
+                      head_kind=head, loss_kind=loss, centred=centred, scaled=scaled)
         vg = jax.value_and_grad(obj, has_aux=True)
         leaves = jax.tree_util.tree_leaves
         tmap = jax.tree_util.tree_map
@@ -67,8 +74,9 @@ def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, pa
             result overflows), stop here. Either way `bad_at` is the last good step.
             """
             (params, state), prev, prev_rec, bad_at, k = carry
-            (total, (L, s, W)), g = vg(params)
-            gnorm = jnp.sqrt(sum(jnp.sum(a * a) for a in leaves(g)))
+            (total, (L, s, W, logscale)), g = vg(params)
+            # ‖∇L‖ itself (0 once it underflows), not the scaled gradient's
+            gnorm = _tree_norm(g) * jnp.exp(logscale)
             gap = (loss_gap(W, data, loss) if rule == "polyak" and head == "linear"
                    else jnp.zeros((), W.dtype))
             new, state_new = RULES[rule].update(g, state, params, hyper._replace(gap=gap))
@@ -92,7 +100,7 @@ def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, pa
             carry = jax.lax.fori_loop(0, todo, lambda _, c: step(c)[0], carry)
             return carry, rec
 
-        L0, s0, W0 = jax.eval_shape(lambda p: vg(p)[0][1], params0)
+        L0, s0, W0, _ = jax.eval_shape(lambda p: vg(p)[0][1], params0)
         zrec = tuple(jnp.zeros(a.shape, a.dtype) for a in (W0, s0, L0, L0))
         carry0 = ((params0, RULES[rule].init(params0)), params0, zrec, jnp.array(-1),
                   jnp.array(0))

@@ -116,8 +116,11 @@ class Trajectory:
 
     @cached_property
     def tail_mass(self) -> np.ndarray:
-        """Σ_{t ≠ argmax} s_it(j), computed without the cancellation of 1 − max."""
-        return self.probs.sum(-1) - self.probs.max(-1)
+        """Σ_{t ≠ argmax} s_it(j), summed over the other tokens only (neither 1 − max nor
+        sum − max: both round every mass below 1e-16 to 0)."""
+        P = self.probs
+        top = np.argmax(P, axis=-1)[..., None]
+        return np.sum(np.where(np.arange(P.shape[-1]) == top, 0.0, P), axis=-1)
 
     @property
     def saturation_tol(self) -> float:

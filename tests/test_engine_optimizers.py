@@ -106,3 +106,17 @@ def test_polyak_needs_the_linear_head():
     prob = attsvm.random_problem(n=2, T=3, d=3, seed=0, head="relu")
     with pytest.raises(ValueError, match="linear head"):
         attsvm.train(prob, steps=5, optimizer="polyak")
+
+
+def test_normalized_md_keeps_converging_after_the_weights_underflow():
+    """p = 1.25 reaches logit gaps > 745 (every non-selected weight underflows: ‖∇L‖ = 0 in
+    float64) at ‖W‖_F ≈ 2.6e3 on this instance, at corr 0.973 with its ℓ1.25-AttSVM. The
+    normalized step uses only ∇L's direction, computed divided by the largest non-selected
+    weight, so MD keeps going (docs/followups.md §2.6; experiments/lp_mirror_descent.py)."""
+    prob = attsvm.random_problem(4, 4, 4, seed=1)
+    tr = attsvm.train(prob, optimizer="nmd", p=1.25, lr=1.5e-3, steps=20000,
+                      init=np.zeros((4, 4)), record_every=4000)
+    assert tr.grad_norm[-1] == 0.0 and tr.norms[-1] > 10 * 2.6e3
+    alpha = np.einsum("ntd,de,ne->nt", prob.X, tr.W[-1], prob.Z).argmax(-1)
+    sol = attsvm.solve_att_svm(prob, alpha, norm="lp", p=1.25)
+    assert attsvm.correlation(tr.W[-1], sol.W) >= 0.99

@@ -184,6 +184,21 @@ def test_saturation_is_reported_per_sequence(fixture_problem, fixture_npz):
     np.testing.assert_array_equal(never.saturated_at, -1)
 
 
+def test_the_exact_default_is_not_saturated_where_the_authors_freeze(fixture_problem,
+                                                                      fixture_npz):
+    """Exact gradients: the same run keeps converging; its tails (resolved far below 1e-16)
+    are nowhere near the 1e-300 underflow threshold at step 2000."""
+    run = attsvm.train(fixture_problem, param="W", steps=2000, init=fixture_npz["W_W_init"],
+                       record_every=100)
+    assert run.saturation_tol == 1e-300
+    np.testing.assert_array_equal(run.saturated_at, -1)
+    tail = run.tail_mass[-1]
+    assert np.all((tail > 0) & (tail < 1e-16)), tail
+    P = run.probs[-1]
+    want = [sum(P[i, t] for t in range(P.shape[1]) if t != P[i].argmax()) for i in range(len(P))]
+    np.testing.assert_allclose(tail, want, rtol=1e-15)
+
+
 def test_an_overflowing_run_is_stopped_with_finite_records():
     """Plain GD, exponential loss, a large head: the first update jumps to a state whose
     loss overflows; GD must stop at the last finite state and say so."""
