@@ -1,16 +1,13 @@
-"""Issue 11's experiments (lp-mirror-descent, adaptive-steps) at a tiny size, the batched
-driver they use against the single-run one, their prices, and the CLI."""
+"""Issue 11's experiments (lp-mirror-descent, adaptive-steps) at a tiny size, their prices,
+and the CLI."""
 from __future__ import annotations
 
 import json
 
-import numpy as np
 import pandas as pd
 import pytest
 
-import attsvm
 from attsvm import experiments, limits
-from attsvm import optimizers as O
 from attsvm.__main__ import main
 from attsvm.experiments import budget
 
@@ -24,26 +21,6 @@ TINY = {
 @pytest.fixture(scope="module")
 def tiny():
     return {name: experiments.run(name, **kw) for name, kw in TINY.items()}
-
-
-# Polyak: 20 steps only — on seed 0 at lr 0.5 it amplifies rounding ×3 per step from step
-# ~25 on (vmapped and single programs round differently; both end at corr 0.99992)
-@pytest.mark.parametrize("rule,p,lr,steps", [("nmd", 1.5, 0.01, 60), ("polyak", None, 0.5, 20),
-                                             ("gd", None, 2.0, 60)])
-def test_run_batch_equals_one_run_per_problem(rule, p, lr, steps):
-    probs = [attsvm.random_problem(4, 4, 4, seed=s) for s in range(3)]
-    lrs = [lr, 2 * lr, lr / 2]
-    tr = O.run_batch(probs, optimizer=rule, steps=steps, lrs=lrs, ps=p, record_every=10)
-    for b, prob in enumerate(probs):
-        one = O.run_optimizer(prob, optimizer=rule, steps=steps, lr=lrs[b], p=p,
-                              record_every=10)
-        np.testing.assert_allclose(tr.W[b], one.W, rtol=1e-9, atol=1e-12)
-
-
-def test_run_batch_refuses_mixed_shapes():
-    probs = [attsvm.random_problem(4, 4, 4, seed=0), attsvm.random_problem(4, 5, 4, seed=0)]
-    with pytest.raises(ValueError, match="probs"):
-        O.run_batch(probs, optimizer="gd", steps=10, lrs=1.0)
 
 
 def test_lp_mirror_descent_tiny(tiny):
