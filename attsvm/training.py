@@ -207,6 +207,8 @@ def train_batch(probs, *, param: str = "W", steps: int = 2000, lr: float = 0.1,
 
     Returns:
         A batched `Trajectory` (index it for single runs).
+
+    Long because its docstring documents every option of the public entry point.
     """
     probs = _check_probs(probs)
     p0, B = probs[0], len(probs)

@@ -7,6 +7,7 @@ import json
 import pandas as pd
 import pytest
 
+import attsvm
 from attsvm import experiments, limits
 from attsvm.__main__ import main
 from attsvm.experiments import budget
@@ -33,6 +34,29 @@ def test_lp_mirror_descent_tiny(tiny):
     assert runs.own_highest.all(), runs
     assert "2410.14581" in res.summary["text"]
     json.dumps(experiments.core.jsonable(res.summary))
+    # steepest descent: one row per (instance, rule, norm), the open cells said to be open
+    st, tab = res.frames["steepest"], res.frames["steepest_table"]
+    assert len(st) == 2 * 3 * 3 and set(tab.norm) == {"fro", "max", "spectral"}
+    assert st.margin_ratio.dropna().between(0, 1 + 1e-6).all()
+    assert "open for attention" in res.summary["text"] and "2502.04664" in res.summary["text"]
+    ok = st.dropna()
+    assert (ok["corr"] <= 1 + 1e-12).all() and len(ok) > 0
+
+
+def test_margin_ratio_is_one_at_the_svm_and_below_elsewhere():
+    """The steepest table's measure, against its definition: W^mm itself scores 1 in its
+    own norm; the Frobenius SVM scores ≤ 1 in the ℓ∞ norm."""
+    from attsvm.svm import constraint_rows, matrix_norm
+    prob = attsvm.random_problem(4, 4, 4, seed=0)
+    alpha = attsvm.optimal_tokens(prob)
+    A, _ = constraint_rows(prob, alpha)
+    for norm in ("fro", "max", "spectral"):
+        sol = attsvm.solve_att_svm(prob, alpha, norm=norm)
+        ratio = (A @ sol.W.ravel()).min() / matrix_norm(sol.W, norm) * sol.objective
+        assert ratio == pytest.approx(1.0, abs=1e-6)
+    fro = attsvm.solve_att_svm(prob, alpha, norm="fro").W
+    mx = attsvm.solve_att_svm(prob, alpha, norm="max")
+    assert (A @ fro.ravel()).min() / matrix_norm(fro, "max") * mx.objective <= 1 + 1e-6
 
 
 def test_adaptive_steps_tiny_ngd_and_polyak_beat_gd(tiny):

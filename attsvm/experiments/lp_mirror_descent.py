@@ -14,6 +14,13 @@ item 4).
 The theorem (arXiv 2410.14581, main theorem: local directional convergence of ℓp-AttGD for
 p > 1, small η, W_0 in the cone of α) predicts the diagonal p' = p; the runs here start at 0,
 outside any cone, so which α is reached — and whether it is the global opt — is measured.
+
+Steepest descent (`steepest`: signGD, spectral descent, NGD, step `steepest_lr`, W_0 = 0, same
+instances and steps): at the final W and its selection α, the Att-SVM_α in the Frobenius,
+entrywise-max (ℓ∞) and spectral norms, corr(W, W^mm) and the margin ratio
+(min_j ⟨A_j, W⟩ / ‖W‖) · ‖W^mm‖ (1 iff W/‖W‖ solves that norm's SVM; fair where the ℓ∞ and
+spectral SVMs are not unique). signGD ↔ ℓ∞ and spectral descent ↔ spectral norm are theorems
+for linear models (arXiv 2502.04664) and open for attention (docs/followups.md §5): measured.
 """
 from __future__ import annotations
 
@@ -25,7 +32,7 @@ import pandas as pd
 from .. import optimizers as O
 from ..metrics import correlation
 from ..problems import check_float, check_int, random_problem, token_scores
-from ..svm import solve_att_svm
+from ..svm import constraint_rows, matrix_norm, solve_att_svm
 from ..training import train_batch
 from .core import Progress, Result, fmt, no_progress, settings_dict
 
@@ -57,6 +64,13 @@ NOTES = (
 DEFAULT_LRS = {1.25: 1.5e-3, 1.5: 3e-3, 2.0: 0.02, 3.0: 3.0}
 
 
+# steepest descent → the norm whose max-margin it reaches for linear models (arXiv 2502.04664;
+# NGD ↔ Frobenius is the attention theorem, arXiv 2308.16898); sign/spectral are open here
+STEEPEST = {"sign": "max", "spectral": "spectral", "ngd": "fro"}
+STEEPEST_NORMS = ("fro", "max", "spectral")
+STEEPEST_LABEL = {"sign": "signGD", "spectral": "spectral descent", "ngd": "NGD"}
+
+
 def default_lr(p: float) -> float:
     """η for exponent p: DEFAULT_LRS, else a log-linear interpolation in p."""
     if p in DEFAULT_LRS:
@@ -70,7 +84,9 @@ class Settings:
     """n, T, d: instance size (small: the ℓp-SVMs are cvxpy solves); runs: instances;
     ps: mirror exponents; lrs: η per p (empty: `default_lr`); steps, record_every: the run;
     radius: stop at the first record with ‖W‖_F ≥ radius (None: the last record; a fixed
-    radius stops the small p's early in their dual); data_seed: first data seed."""
+    radius stops the small p's early in their dual); data_seed: first data seed; steepest:
+    the steepest-descent rules compared in the ℓ2/ℓ∞/spectral norms (empty: none);
+    steepest_lr: their step size (docs/optimizer_bias_demo.py's)."""
 
     n: int = 4
     T: int = 4
@@ -82,6 +98,8 @@ class Settings:
     record_every: int = 250
     radius: float | None = None
     data_seed: int = 0
+    steepest: tuple = ("sign", "spectral", "ngd")
+    steepest_lr: float = 0.01
 
     def __post_init__(self):
         check_int("n", self.n, 1, 16)
@@ -109,6 +127,15 @@ class Settings:
         if self.radius is not None:
             check_float("radius", self.radius, 0.0, 1e6, lo_open=True)
         check_int("data_seed", self.data_seed, 0, 2**31)
+        try:
+            steep = tuple(self.steepest)
+        except TypeError as exc:
+            raise ValueError(f"`steepest` must be a list of {list(STEEPEST)}; "
+                             f"got {self.steepest!r}") from exc
+        if any(o not in STEEPEST for o in steep):
+            raise ValueError(f"`steepest` must be a list of {list(STEEPEST)}; got {steep!r}")
+        object.__setattr__(self, "steepest", steep)
+        check_float("steepest_lr", self.steepest_lr, 0.0, 10.0, lo_open=True)
 
 
 def selection(prob, W) -> np.ndarray:
@@ -126,6 +153,8 @@ def stop_index(norms: np.ndarray, radius: float | None) -> int:
 
 
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
+    """The experiment (module doc). Long because each run's row is built where its SVMs
+    are solved, in the order the module doc describes."""
     lrs = s.lrs or tuple(default_lr(p) for p in s.ps)
     probs = [random_problem(s.n, s.T, s.d, seed=s.data_seed + i) for i in range(s.runs)]
     P = len(s.ps)
@@ -170,6 +199,7 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
                                                            or cs[j] > row["corr_best_other"]))
             runs.append(row)
         progress(0.5 + 0.5 * (i + 1) / s.runs, f"instance {i + 1}/{s.runs}")
+    steep_df = _steepest(s, probs, progress)
     runs_df, cors_df = pd.DataFrame(runs), pd.DataFrame(cors)
     by_p = (runs_df.groupby("p")
             .agg(corr_own_median=("corr_own", "median"), corr_own_min=("corr_own", "min"),
@@ -180,12 +210,58 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
                  runs=("corr_own", "size"))
             .reset_index())
     heat = cors_df.groupby(["p", "p_svm"])["corr"].median().reset_index()
-    return Result(name=NAME, frames={"by_p": by_p, "runs": runs_df, "correlations": cors_df,
-                                     "heatmap": heat},
-                  summary=_summary(s, by_p, runs_df), settings=settings_dict(s), notes=NOTES)
+    frames = {"by_p": by_p, "runs": runs_df, "correlations": cors_df, "heatmap": heat}
+    if len(steep_df):
+        frames["steepest"] = steep_df
+        frames["steepest_table"] = (steep_df.groupby(["optimizer", "norm"], sort=False)
+                                    .agg(corr_median=("corr", "median"),
+                                         margin_ratio_median=("margin_ratio", "median"),
+                                         runs=("corr", "size"))
+                                    .reset_index())
+    return Result(name=NAME, frames=frames, summary=_summary(s, by_p, runs_df, frames),
+                  settings=settings_dict(s), notes=NOTES)
 
 
-def _summary(s, by_p, runs_df) -> dict:
+def _steepest(s, probs, progress) -> pd.DataFrame:
+    """signGD / spectral descent / NGD from W_0 = 0: corr and margin ratio of the final W
+    with the Att-SVM_α in the Frobenius, ℓ∞ and spectral norms at its own selection α."""
+    rows = []
+    zeros = [np.zeros((s.d, s.d))] * s.runs
+    for j, opt in enumerate(s.steepest):
+        progress(0.9 + 0.1 * j / len(s.steepest), f"{STEEPEST_LABEL[opt]}: {s.runs} runs")
+        Wf = train_batch(probs, optimizer=opt, lr=s.steepest_lr, steps=s.steps, init=zeros,
+                         record_every=s.steps).W[:, -1]
+        for i, prob in enumerate(probs):
+            W = Wf[i]
+            alpha = selection(prob, W)
+            A, _ = constraint_rows(prob, alpha)
+            margin = float((A @ W.ravel()).min())
+            for norm in STEEPEST_NORMS:
+                sol = solve_att_svm(prob, alpha, norm=norm)
+                ok = sol.feasible and margin > 0
+                rows.append(dict(
+                    instance=i, optimizer=opt, norm=norm, theory=STEEPEST[opt] == norm,
+                    alpha=" ".join(map(str, alpha)), norm_fro=float(np.linalg.norm(W)),
+                    corr=correlation(W, sol.W) if sol.feasible else np.nan,
+                    margin_ratio=(margin / matrix_norm(W, norm) * sol.objective) if ok
+                    else np.nan))
+    return pd.DataFrame(rows)
+
+
+def _steepest_text(t: pd.DataFrame) -> str:
+    """One sentence on the steepest-descent table (medians of the margin ratio)."""
+    parts = []
+    for opt in dict.fromkeys(t.optimizer):
+        sub = t[t.optimizer == opt].set_index("norm").margin_ratio_median
+        parts.append(f"{STEEPEST_LABEL[opt]} " + " / ".join(
+            f"{'ℓ∞' if n == 'max' else n} {fmt(sub[n], 4)}" for n in STEEPEST_NORMS))
+    return ("Steepest descent, median margin ratio with the fro / ℓ∞ / spectral Att-SVM at "
+            "its own selection (1 = that SVM's direction): " + "; ".join(parts)
+            + ". signGD → ℓ∞ and spectral descent → spectral norm are proved for linear "
+            "models (arXiv 2502.04664) and open for attention: measured here, not theorems")
+
+
+def _summary(s, by_p, runs_df, frames=None) -> dict:
     parts = [f"p={r.p:g}: own {fmt(r.corr_own_median, 4)} (min {fmt(r.corr_own_min, 4)}) vs "
              f"best other {fmt(r.best_other_median, 4)}, opt {fmt(r.share_opt, 2)}"
              for r in by_p.itertuples()]
@@ -199,4 +275,10 @@ def _summary(s, by_p, runs_df) -> dict:
             "not a theorem)")
     rows = [{k: (float(v) if isinstance(v, (float, np.floating)) else v)
              for k, v in r._asdict().items() if k != "Index"} for r in by_p.itertuples()]
-    return {"paper": PAPER, "rows": rows, "text": text}
+    out = {"paper": PAPER, "rows": rows, "text": text}
+    if frames and "steepest_table" in frames:
+        out["text"] = text + ". " + _steepest_text(frames["steepest_table"])
+        out["steepest"] = [{k: (float(v) if isinstance(v, (float, np.floating)) else v)
+                            for k, v in r.items()}
+                           for r in frames["steepest_table"].to_dict("records")]
+    return out
