@@ -55,7 +55,7 @@ def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, pa
     def one_run(params0, data):
         # the scale-free rules (a step that only uses the gradient's direction) take the
         # gradient divided by the largest non-selected softmax weight: it stays representable
-        # after the weights underflow (ngd/nmd only when exact, ε = 0; model.tail_logscale)
+        # after the weights underflow (ngd/nmd only when exact, ε = 0; model.centred_outputs)
         scaled = False
         if centred and param == "W" and rule in SCALE_FREE:
             scaled = hyper.eps == 0 if rule in ("ngd", "nmd") else True

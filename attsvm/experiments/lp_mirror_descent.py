@@ -54,7 +54,7 @@ NOTES = (
     "underflows (logit gaps > 745) and the plain exact gradient is 0: the run used to stop "
     "there at 0.973 (median 0.974 over the 12 instances at ‖W‖_F = 300). The normalized step "
     "only uses the gradient's direction, so the engine computes it divided by the largest "
-    "non-selected weight (model.tail_logscale) and MD keeps converging; its ‖∇L‖ record is 0.",
+    "non-selected weight (model.centred_outputs) and MD keeps converging; its ‖∇L‖ record is 0.",
 )
 # step sizes that reach ‖W‖_F ≈ 300 in ~1.5·10⁴ steps at n = T = d = 4, under the hosted cap
 # of 2·10⁴ (‖W‖ grows like (ηk)^{1/(p−1)}, so η must shrink sharply as p → 1; docs/followups.md
