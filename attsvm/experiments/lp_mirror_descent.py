@@ -55,6 +55,11 @@ NOTES = (
     "there at 0.973 (median 0.974 over the 12 instances at ‖W‖_F = 300). The normalized step "
     "only uses the gradient's direction, so the engine computes it divided by the largest "
     "non-selected weight (model.centred_outputs) and MD keeps converging; its ‖∇L‖ record is 0.",
+    "The default's one miss (seed 5, p = 1.25: 0.9714 vs ℓ1.5 0.9727 at 2·10⁴ steps) is slow, "
+    "not stuck: 0.9928 / 0.9964 / 0.9986 at 4 / 6 / 10·10⁴ steps (the hosted cap is 2·10⁴).",
+    "Steepest descent: signGD ↔ ℓ∞ and spectral descent ↔ spectral-norm max-margin are theorems "
+    "for linear models (arXiv 2502.04664), open for attention (docs/followups.md §5); the margin "
+    "ratio is the fair measure where those SVMs are not unique (docs/optimizer_bias_demo.py).",
 )
 # step sizes that reach ‖W‖_F ≈ 300 in ~1.5·10⁴ steps at n = T = d = 4, under the hosted cap
 # of 2·10⁴ (‖W‖ grows like (ηk)^{1/(p−1)}, so η must shrink sharply as p → 1; docs/followups.md
