@@ -3,13 +3,15 @@
 Normalized GD (arXiv 2308.16898 §2, Algorithm "normalized GD"; docs/theory.md §A.1):
     W ← W − η ∇L(W) / (‖∇L(W)‖_F + ε₀)                                   (param="W")
     K ← K − η ∇_K / (‖∇_K‖_F + ε₀),  Q ← Q − η ∇_Q / (‖∇_Q‖_F + ε₀)      (param="KQ")
-with ε₀ = `eps` (2⁻⁵² in the authors' code, the default) and, for (K, Q), the objective
-L(K Qᵀ) + ε (‖K‖_F² + ‖Q‖_F²), ε = `ridge`: exactly `model.objective`, which the gradient
-tests check. Every other rule of `attsvm.optimizers` (plain GD, Polyak steps, ℓp mirror
-descent, sign and spectral descent; docs/followups.md §2, §4, §5) runs in the same engine:
+with ε₀ = `eps` (0 by default, `optimizers.DEFAULT_EPS`; 2⁻⁵² in the authors' code) and,
+for (K, Q), the objective L(K Qᵀ) + ε (‖K‖_F² + ‖Q‖_F²), ε = `ridge`: exactly
+`model.objective`, which the gradient tests check. Every other rule of `attsvm.optimizers`
+(plain GD, Polyak steps, ℓp mirror descent, sign and spectral descent; docs/followups.md
+§2, §4, §5) runs in the same engine:
 the rule is static (one program each), its step size, p and ε traced. `centred=True`
 differentiates the centred form of the attention (`model.outputs`), exact far into
-saturation (docs/followups.md §4b).
+saturation (docs/followups.md §4b): the default (`optimizers.DEFAULT_CENTRED`); a zero (or
+subnormal) gradient takes no step, so ε₀ = 0 never divides by 0.
 
 `vmap` over runs of a `lax.scan` over records of a loop over steps. The step size, the
 ridge, p, ε and `record_every` are traced (a new value never recompiles; the number of
@@ -24,10 +26,11 @@ from functools import partial
 
 from . import model
 from .model import Data, jax, jnp
-from .optimizers import OPTIMIZERS, Hyper, loss_gap, make_optimizer
+from .optimizers import NORM_EPS, OPTIMIZERS, Hyper, _tree_norm, loss_gap, make_optimizer
 
-NORM_EPS = 2.0 ** -52            # ε₀ of the normalized step, as in the authors' code
+__all__ = ["NORM_EPS", "RULES", "compile_count", "simulate"]
 RULES = {name: make_optimizer(name) for name in OPTIMIZERS}
+SCALE_FREE = ("ngd", "nmd", "sign", "spectral")   # steps that use only ∇L's direction
 
 
 def compile_count() -> int:
@@ -50,8 +53,14 @@ def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, pa
     closure that jit traces as a unit.
     """
     def one_run(params0, data):
+        # the scale-free rules (a step that only uses the gradient's direction) take the
+        # gradient divided by the largest non-selected softmax weight: it stays representable
+        # after the weights underflow (ngd/nmd only when exact, ε = 0; model.centred_outputs)
+        scaled = False
+        if centred and param == "W" and rule in SCALE_FREE:
+            scaled = hyper.eps == 0 if rule in ("ngd", "nmd") else True
         obj = partial(model.objective_and_records, data=data, ridge=ridge, param=param,
-                      head_kind=head, loss_kind=loss, centred=centred)
+                      head_kind=head, loss_kind=loss, centred=centred, scaled=scaled)
         vg = jax.value_and_grad(obj, has_aux=True)
         leaves = jax.tree_util.tree_leaves
         tmap = jax.tree_util.tree_map
@@ -65,8 +74,9 @@ def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, pa
             result overflows), stop here. Either way `bad_at` is the last good step.
             """
             (params, state), prev, prev_rec, bad_at, k = carry
-            (total, (L, s, W)), g = vg(params)
-            gnorm = jnp.sqrt(sum(jnp.sum(a * a) for a in leaves(g)))
+            (total, (L, s, W, logscale)), g = vg(params)
+            # ‖∇L‖ itself (0 once it underflows), not the scaled gradient's
+            gnorm = _tree_norm(g) * jnp.exp(logscale)
             gap = (loss_gap(W, data, loss) if rule == "polyak" and head == "linear"
                    else jnp.zeros((), W.dtype))
             new, state_new = RULES[rule].update(g, state, params, hyper._replace(gap=gap))
@@ -90,7 +100,7 @@ def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, pa
             carry = jax.lax.fori_loop(0, todo, lambda _, c: step(c)[0], carry)
             return carry, rec
 
-        L0, s0, W0 = jax.eval_shape(lambda p: vg(p)[0][1], params0)
+        L0, s0, W0, _ = jax.eval_shape(lambda p: vg(p)[0][1], params0)
         zrec = tuple(jnp.zeros(a.shape, a.dtype) for a in (W0, s0, L0, L0))
         carry0 = ((params0, RULES[rule].init(params0)), params0, zrec, jnp.array(-1),
                   jnp.array(0))

@@ -59,8 +59,8 @@ def head(r, data: Data, kind: str):
 def outputs(W, data: Data, kind: str, *, centred: bool = False):
     """f: (n, K) predictions and s: (n, K, T) attention.
 
-    centred: compute r = Σ_t s_t x_t as x_ρ + Σ_t s_t (x_t − x_ρ), ρ = the argmax of the
-    logits (an integer: no gradient flows through the choice). The same numbers, but the
+    centred: differentiate r = Σ_t s_t x_t as x_ρ + Σ_t s_t (x_t − x_ρ), ρ = the argmax of
+    the logits (an integer: no gradient flows through the choice). The same numbers, but the
     softmax backward then never subtracts two terms of size 1, so the gradient stays exact
     to rounding far into saturation (the plain form loses the selected token's term once
     1 − s_ρ < 2⁻⁵³, logit gaps ≳ 37: docs/followups.md §4b).
@@ -69,13 +69,74 @@ def outputs(W, data: Data, kind: str, *, centred: bool = False):
         s = attention(W, data)
         r = jnp.einsum("nkt,ntd->nkd", s, data.X)
         return head(r, data, kind), s
-    a = logits(W, data)                                         # (n, K, T)
-    s = jax.nn.softmax(a, axis=-1)
-    rho = jnp.argmax(a, axis=-1)                                # (n, K)
-    Xr = jnp.take_along_axis(data.X, rho[:, :, None], axis=1)  # (n, K, d)
-    D = data.X[:, None, :, :] - Xr[:, :, None, :]               # (n, K, T, d)
-    r = Xr + jnp.einsum("nkt,nktd->nkd", s, D)
-    return head(r, data, kind), s
+    f, s, _ = centred_outputs(W, data, kind)
+    return f, s
+
+
+def centred_outputs(W, data: Data, kind: str, scaled=0.0):
+    """(f, s, logscale): `outputs(centred=True)`, and with `scaled` ≠ 0 (traced) a backward
+    that returns the gradient divided by e^{logscale}, logscale ≤ 0 the log of the largest
+    non-selected softmax weight over the real sequences (0 if unscaled): for the scale-free
+    normalized steps, which only use its direction and then keep moving after the weights
+    themselves underflow (logit gaps ≳ 745)."""
+    s, r, logscale = _attend_centred(logits(W, data), data.X, data.w, scaled)
+    return head(r, data, kind), s, logscale
+
+
+def _top(a):
+    """One-hot (bool) of the first argmax over the last axis."""
+    idx = jnp.arange(a.shape[-1]).reshape((1,) * (a.ndim - 1) + (-1,))
+    return idx == jnp.argmax(a, axis=-1)[..., None]
+
+
+def _attend_parts(a, w, scaled):
+    """The forward: s = softmax(a), the one-hot of ρ, e_t = e^{a_t − a_ρ − logscale} (0 at ρ
+    and on masked tokens), Z = Σ_t e^{a_t − a_ρ} and logscale. One exp per entry, as a
+    softmax; e is what the backward needs, so it computes no exp of its own."""
+    top = _top(a)
+    l = a - jnp.max(a, axis=-1, keepdims=True)                             # ≤ 0, 0 at ρ
+    tail = jnp.where(top | (w[..., None] <= 0), -jnp.inf, l)
+    m = jnp.max(tail)
+    logscale = jnp.where(jnp.isfinite(m) & (scaled != 0), jnp.minimum(m, 0.0), 0.0)
+    e = jnp.where(top, 0.0, jnp.exp(l - logscale))
+    Z = 1.0 + jnp.exp(logscale) * jnp.sum(e, axis=-1, keepdims=True)
+    s = jnp.where(top, 1.0, e * jnp.exp(logscale)) / Z
+    return s, top, e, Z, jax.lax.stop_gradient(logscale)
+
+
+@jax.custom_vjp
+def _attend_centred(a, X, w, scaled):
+    """s = softmax(a) (n, K, T), r = Σ_t s_t x_t (n, K, d) and logscale, with the centred
+    backward: with c_t the cotangent reaching s_t (through r: ⟨ḡ_r, x_t⟩), the logit gradient
+    s_t (c_t − ⟨s, c⟩) is computed as s_t (c'_t − ⟨s, c'⟩), c' = c − c_ρ, ρ = argmax_t a_t.
+    The same number in exact arithmetic (a softmax ignores a shift of c), but c'_ρ is exactly
+    0, so no term of size 1 cancels (docs/followups.md §4b). Equivalent to differentiating
+    x_ρ + Σ_t s_t (x_t − x_ρ) without forming the (n, K, T, d) differences. The logit
+    gradient comes out times e^{−logscale} (`centred_outputs`): the weights s_t, t ≠ ρ, enter
+    as e_t / Z, and ρ's term −s_ρ ⟨s, c'⟩ as −s_ρ ⟨e/Z, c'⟩."""
+    s, _, _, _, logscale = _attend_parts(a, w, scaled)
+    return s, jnp.einsum("nkt,ntd->nkd", s, X), logscale
+
+
+def _attend_fwd(a, X, w, scaled):
+    s, top, e, Z, logscale = _attend_parts(a, w, scaled)
+    out = (s, jnp.einsum("nkt,ntd->nkd", s, X), logscale)
+    return out, (s, top, e, Z, X, w, scaled, logscale)
+
+
+def _attend_bwd(res, cts):
+    s, top, e, Z, X, w, scaled, logscale = res
+    gs, gr, _ = cts
+    c = jnp.einsum("nkd,ntd->nkt", gr, X) + gs
+    c = c - jnp.sum(jnp.where(top, c, 0.0), axis=-1, keepdims=True)        # exactly 0 at ρ
+    u = e / Z                                                               # s_t e^{−logscale}
+    sig = jnp.sum(u * c, axis=-1, keepdims=True)                            # ⟨s, c'⟩ e^{−ls}
+    ga = jnp.where(top, -s * sig, u * (c - jnp.exp(logscale) * sig))
+    return (ga, jnp.einsum("nkt,nkd->ntd", s, gr), jnp.zeros_like(w),
+            jnp.zeros_like(scaled))
+
+
+_attend_centred.defvjp(_attend_fwd, _attend_bwd)
 
 
 def loss_fn(u, kind: str):
@@ -96,20 +157,28 @@ def risk(W, data: Data, head_kind: str, loss_kind: str):
 
 
 def objective_and_records(params, data: Data, ridge, *, param: str, head_kind: str,
-                          loss_kind: str, centred: bool = False):
-    """What GD minimizes, with what it records: (objective, (L, s, W)).
+                          loss_kind: str, centred: bool = False, scaled=False):
+    """What GD minimizes, with what it records: (objective, (L, s, W, logscale)).
 
     objective = L(W) for "W"; L(K Qᵀ) + ridge (‖K‖² + ‖Q‖²) for "KQ" (the GD engine
     differentiates exactly this function; `objective` is its first output).
+    scaled (centred, "W" only; may be traced): the gradient comes out divided by
+    e^{logscale} (`centred_outputs`; logscale = 0 when not scaled): for the scale-free
+    normalized steps, which then keep moving after the non-selected weights underflow.
     """
     W = as_W(params, param)
-    f, s = outputs(W, data, head_kind, centred=centred)
+    if centred:
+        flag = jnp.asarray(scaled if param == "W" else False, W.dtype)
+        f, s, logscale = centred_outputs(W, data, head_kind, flag)
+    else:
+        f, s = outputs(W, data, head_kind)
+        logscale = jnp.zeros((), W.dtype)
     L = jnp.sum(data.w * loss_fn(data.Y * f, loss_kind))
     total = L
     if param == "KQ":
         K, Q = params
         total = L + ridge * (jnp.sum(K * K) + jnp.sum(Q * Q))
-    return total, (L, s, W)
+    return total, (L, s, W, logscale)
 
 
 def objective(params, data: Data, ridge, *, param: str, head_kind: str, loss_kind: str,

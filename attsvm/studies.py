@@ -260,9 +260,31 @@ def race_norms(p: float) -> list:
             ("max", None, "ℓ∞ (max)"), ("spectral", None, "spectral")]
 
 
+def race(prob: Problem, runs, *, steps: int, records: int = 100) -> dict:
+    """Several optimizers from the same start (W_0 = 0) on one problem, in the GD engine
+    (`attsvm.train(optimizer=…)`, exact gradients), for the Optimizer → norm page.
+
+    Args:
+        runs: (label, optimizer, lr, p) tuples (p None unless md/nmd).
+        steps: steps of each run; about `records` records are kept (every steps // records).
+
+    Returns:
+        {label: (steps (k,), W (k, d, d))}.
+    """
+    every = max(1, steps // records)
+    while steps % every:        # record_every must divide steps
+        every -= 1
+    out = {}
+    for label, opt, lr, p in runs:
+        r = train(prob, optimizer=opt, p=p, steps=steps, lr=lr, init=np.zeros((prob.d, prob.d)),
+                  record_every=every)
+        out[label] = (r.steps, r.W)
+    return out
+
+
 def race_summary(prob: Problem, race: dict, *, p: float, threshold: float, steps: int,
                  solve) -> dict:
-    """What the Optimizer → norm page shows of an optimizer race (`optimizers.race`).
+    """What the Optimizer → norm page shows of an optimizer race (`race`).
 
     For each optimizer's final W: its selection α (argmax of the logits), and for each norm
     of `race_norms(p)` the Att-SVM_α (`solve(alpha_key, norm, p)`), the correlation of W

@@ -14,11 +14,11 @@ import numpy as np
 
 from . import limits, model
 from .batching import padded_batch, place
-from .engine import NORM_EPS, simulate
+from .engine import simulate
 from .model import jax, jnp
-from .optimizers import KQ_OPTIMIZERS, MAX_P, MIN_P, OPTIMIZERS, Hyper
+from .optimizers import DEFAULT_CENTRED, DEFAULT_EPS, KQ_OPTIMIZERS, MAX_P, MIN_P, OPTIMIZERS, Hyper
 from .problems import Problem, check_choice, check_float, check_int, check_record_every
-from .trajectory import SATURATION_TOL, Trajectory
+from .trajectory import Trajectory, saturation_tol_for
 
 PARAMS = ("W", "KQ")
 RIDGE_EPS = float(np.finfo(np.float64).eps)
@@ -51,7 +51,8 @@ def _check_optimizer(*, param, head, normalized, optimizer, p, eps, centred) -> 
         p = check_float("p", 2.0 if p is None else p, MIN_P, MAX_P)
     elif p is not None:
         raise ValueError(f"`p` must be None unless optimizer is 'md' or 'nmd'; got {p!r}")
-    eps = NORM_EPS if eps is None else check_float("eps", eps, 0.0, 1.0)
+    eps = DEFAULT_EPS if eps is None else check_float("eps", eps, 0.0, 1.0)
+    centred = DEFAULT_CENTRED if centred is None else centred
     if not isinstance(centred, (bool, np.bool_)):
         raise ValueError(f"`centred` must be True or False; got {centred!r}")
     return dict(optimizer=optimizer, p=p, eps=eps, centred=bool(centred),
@@ -59,7 +60,7 @@ def _check_optimizer(*, param, head, normalized, optimizer, p, eps, centred) -> 
 
 
 def _check_settings(prob: Problem, *, param, steps, lr, normalized, loss, record_every, m,
-                    ridge, n_runs, optimizer=None, p=None, eps=None, centred=False):
+                    ridge, n_runs, optimizer=None, p=None, eps=None, centred=None):
     check_choice("param", param, PARAMS)
     check_choice("loss", loss, model.LOSSES)
     steps = check_int("steps", steps, 1, MAX_STEPS)
@@ -152,9 +153,9 @@ def _inits(probs, init, *, param: str, seed: int, m: int) -> list:
 def train(prob: Problem, *, param: str = "W", steps: int = 2000, lr: float = 0.1,
           normalized: bool = True, loss: str = "logistic", init=None, seed: int = 0,
           record_every: int = 1, m: int | None = None, ridge: float | None = None,
-          saturation_tol: float = SATURATION_TOL, optimizer: str | None = None,
+          saturation_tol: float | None = None, optimizer: str | None = None,
           p: float | None = None, eps: float | None = None,
-          centred: bool = False) -> Trajectory:
+          centred: bool | None = None) -> Trajectory:
     """Run GD on one problem. See `train_batch` for the arguments."""
     if not isinstance(prob, Problem):
         raise ValueError(f"`prob` must be an attsvm.Problem; got {type(prob).__name__}")
@@ -168,9 +169,9 @@ def train(prob: Problem, *, param: str = "W", steps: int = 2000, lr: float = 0.1
 def train_batch(probs, *, param: str = "W", steps: int = 2000, lr: float = 0.1,
                 normalized: bool = True, loss: str = "logistic", init=None, seed: int = 0,
                 record_every: int = 1, m: int | None = None, ridge: float | None = None,
-                saturation_tol: float = SATURATION_TOL, devices=None,
+                saturation_tol: float | None = None, devices=None,
                 optimizer: str | None = None, p: float | None = None, eps: float | None = None,
-                centred: bool = False) -> Trajectory:
+                centred: bool | None = None) -> Trajectory:
     """Run GD on several problems of equal shape at once (one compiled, vmapped program).
 
     Args:
@@ -187,20 +188,27 @@ def train_batch(probs, *, param: str = "W", steps: int = 2000, lr: float = 0.1,
         record_every: r, must divide `steps`; records after 0, r, 2r, …, steps iterations.
         m: rank of K and Q (default d).
         ridge: ε of the (K, Q) ridge; default float64 machine epsilon; 0 allowed.
-        saturation_tol: threshold of `Trajectory.saturated_at`.
+        saturation_tol: threshold of `Trajectory.saturated_at`; None: where a run with
+            these gradient settings stops (`trajectory.saturation_tol_for`: 1e-300 for the
+            exact default, 1e-13 for the authors' gradient).
         devices: the JAX devices to spread the runs over (default: all of them). One device
             runs the whole batch there (sweeps deal fixed-size chunks to devices this way).
         optimizer: the update rule, one of `optimizers.OPTIMIZERS` ("gd", "ngd", "polyak",
             "md", "nmd", "sign", "spectral"; for "KQ" gd/ngd/polyak/sign); default "ngd"
             ("gd" when normalized=False). Traced: switching rules does not recompile.
         p: the mirror exponent of "md"/"nmd" (default 2: GD/NGD), 1.01 … 100.
-        eps: ε added to the normalizer of "ngd"/"nmd"; default 2⁻⁵² (the authors'), 0 for
-            the exact normalized step (with ε the step shrinks once ‖∇L‖ ≲ 1e-16).
-        centred: differentiate the centred attention (exact gradients far into saturation,
-            docs/followups.md §4b); default False, the plain autodiff of the authors' code.
+        eps: ε added to the normalizer of "ngd"/"nmd"; None: `optimizers.DEFAULT_EPS` = 0,
+            the exact normalized step (a zero gradient takes no step). 2⁻⁵² is the authors'
+            (their step shrinks once ‖∇L‖ ≲ 1e-16 and the direction freezes).
+        centred: differentiate the centred attention, exact far into saturation
+            (docs/followups.md §4b); None: `optimizers.DEFAULT_CENTRED` = True. False is the
+            plain autodiff of the authors' code. `**optimizers.AUTHORS_GRADIENT` gives both
+            of the authors' settings (to reproduce their figures).
 
     Returns:
         A batched `Trajectory` (index it for single runs).
+
+    Long because its docstring documents every option of the public entry point.
     """
     probs = _check_probs(probs)
     p0, B = probs[0], len(probs)
@@ -208,6 +216,8 @@ def train_batch(probs, *, param: str = "W", steps: int = 2000, lr: float = 0.1,
                           loss=loss, record_every=record_every, m=m, ridge=ridge, n_runs=B,
                           optimizer=optimizer, p=p, eps=eps, centred=centred)
     seed = check_int("seed", seed, 0, 2**63 - 1)
+    if saturation_tol is None:
+        saturation_tol = saturation_tol_for(centred=cfg["centred"], eps=cfg["eps"])
     check_float("saturation_tol", saturation_tol, 0.0, 1.0)
     m = cfg["m"]
     inits = _inits(probs, init, param=param, seed=seed, m=m)

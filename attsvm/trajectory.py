@@ -11,7 +11,30 @@ from functools import cached_property
 
 import numpy as np
 
-SATURATION_TOL = 1e-13           # non-selected softmax mass below which float64 gradients are noise
+# Non-selected softmax mass below which GD's direction stops moving in float64
+# (docs/followups.md §4b). The authors' loop (plain autodiff, ‖∇L‖ + 2⁻⁵²) loses the selected
+# token's gradient term from ~1e-13 on and freezes; the exact (centred, ε = 0) default keeps
+# converging until the non-selected weights underflow.
+SATURATION_TOL = 1e-13
+UNDERFLOW_TOL = 1e-300
+
+
+def saturation_tol_for(*, centred: bool, eps: float) -> float:
+    """The mass at which a run with these gradient settings stops: UNDERFLOW_TOL for the
+    exact gradient (centred, ε = 0), SATURATION_TOL otherwise."""
+    return UNDERFLOW_TOL if centred and eps == 0 else SATURATION_TOL
+
+
+def saturation_message(tol: float) -> str:
+    """What `Trajectory.saturated_at` means for a run whose threshold is `tol`."""
+    if tol < 1e-200:
+        return (f"the non-selected softmax mass fell below {tol:.0e}: those weights underflow "
+                "in float64, the gradient is then exactly 0 and W stops moving — its "
+                "direction is as converged as float64 can make it.")
+    return (f"the non-selected mass fell below {tol:.0e}, so with the authors' gradient "
+            "(plain autodiff, ‖∇L‖ + 2⁻⁵²) the selected token's term is rounding noise. W(k)'s "
+            "direction is then **frozen, not converged** — correlations after that measure "
+            "where GD stopped. The default exact gradient keeps converging.")
 
 
 @dataclass(frozen=True, eq=False)
@@ -67,8 +90,9 @@ class Trajectory:
 
     @classmethod
     def from_records(cls, *, W, probs, loss, grad_norm, steps, overflow_at=-1,
-                     saturation_tol: float = SATURATION_TOL) -> "Trajectory":
-        """A single run from recorded arrays (e.g. a run assembled chunk by chunk)."""
+                     saturation_tol: float = UNDERFLOW_TOL) -> "Trajectory":
+        """A single run from recorded arrays (e.g. a run assembled chunk by chunk); the
+        default threshold is the library default's (exact gradient)."""
         return cls(W=W, probs=probs, loss=loss, grad_norm=grad_norm, steps=steps, K=None,
                    Q=None, overflow_at=np.asarray(overflow_at),
                    settings={"saturation_tol": saturation_tol})
@@ -92,18 +116,28 @@ class Trajectory:
 
     @cached_property
     def tail_mass(self) -> np.ndarray:
-        """Σ_{t ≠ argmax} s_it(j), computed without the cancellation of 1 − max."""
-        return self.probs.sum(-1) - self.probs.max(-1)
+        """Σ_{t ≠ argmax} s_it(j), summed over the other tokens only (neither 1 − max nor
+        sum − max: both round every mass below 1e-16 to 0)."""
+        P = self.probs
+        top = np.argmax(P, axis=-1)[..., None]
+        return np.sum(np.where(np.arange(P.shape[-1]) == top, 0.0, P), axis=-1)
+
+    @property
+    def saturation_tol(self) -> float:
+        """The threshold of `saturated_at` (settings' `saturation_tol`; 1e-13 if unset)."""
+        return float(self.settings.get("saturation_tol", SATURATION_TOL))
 
     @cached_property
     def saturated_at(self) -> np.ndarray:
         """Per sequence (and query), the first recorded step at which the non-selected
-        softmax mass fell below `SATURATION_TOL` = 1e-13: from there on float64 cannot
-        resolve the selected token's gradient term, so the direction is frozen by rounding,
-        not converged. -1 where it never happened. Shape (n,) (or (B, n), (…, n, K)).
+        softmax mass fell below the run's `saturation_tol` (`saturation_tol_for` its
+        gradient settings): 1e-300 for the exact default, where the weights underflow and
+        W stops; 1e-13 for the authors' gradient, where float64 cannot resolve the selected
+        token's term and the direction freezes, not converged (`saturation_message`).
+        -1 where it never happened. Shape (n,) (or (B, n), (…, n, K)).
         A causal query that can attend to one token only (query 0) has nothing to saturate: -1.
         """
-        sat = self.tail_mass < self.settings.get("saturation_tol", SATURATION_TOL)
+        sat = self.tail_mass < self.saturation_tol
         axis = 1 if self.batched else 0
         first = np.argmax(sat, axis=axis)
         hit = np.any(sat, axis=axis)

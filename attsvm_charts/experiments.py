@@ -13,6 +13,7 @@ import pandas as pd
 from .bands import H, W
 from .bands import band as _band
 from .ntp import BUILDERS as NTP_BUILDERS
+from .optimizers import steepest_heatmap
 
 PARAM_LABEL = {"W": "GD on W", "KQ": "GD on (K, Q)"}
 MEASURE_LABEL = {
@@ -280,7 +281,7 @@ def sequence_causal(res) -> alt.LayerChart:
     )
 
 
-def lp_mirror_descent(res) -> alt.HConcatChart:
+def lp_mirror_descent(res) -> alt.HConcatChart | alt.VConcatChart:
     h = res.frames["heatmap"].assign(run=lambda d: "MD p=" + d.p.map("{:g}".format),
                                      svm=lambda d: "ℓ" + d.p_svm.map("{:g}".format) + "-SVM")
     base = alt.Chart(h).encode(x=alt.X("svm:N", title="Att-SVM at the final selection"),
@@ -299,8 +300,11 @@ def lp_mirror_descent(res) -> alt.HConcatChart:
         y=alt.Y("run:N", title=None),
         tooltip=["run:N", "share_opt:Q", "runs:Q"]).properties(
         title="global tokens selected", width=200, height=H)
-    return alt.hconcat(left, right).properties(
+    top = alt.hconcat(left, right).properties(
         title="ℓp mirror descent: median over instances (arXiv 2410.14581)")
+    if "steepest_table" not in res.frames:
+        return top
+    return alt.vconcat(top, steepest_heatmap(res))
 
 
 def adaptive_steps(res) -> alt.HConcatChart:

@@ -23,3 +23,30 @@ def norm_growth(grow: pd.DataFrame) -> alt.Chart:
     return alt.Chart(grow).mark_line().encode(
         x="step:Q", y=alt.Y("‖W‖_F:Q", scale=alt.Scale(type="log")),
         color="optimizer:N").properties(title="‖W(k)‖_F growth", height=220)
+
+
+def steepest_heatmap(res) -> alt.LayerChart:
+    """lp-mirror-descent's steepest-descent table: optimizer × Att-SVM norm, median margin
+    ratio (1 = W/‖W‖ solves that norm's SVM); sign ↔ ℓ∞ and spectral ↔ spectral are open for
+    attention (arXiv 2502.04664 proves them for linear models)."""
+    t = res.frames["steepest_table"].assign(
+        optimizer=lambda d: d.optimizer.map({"sign": "signGD", "spectral": "spectral descent",
+                                             "ngd": "NGD"}),
+        norm=lambda d: d.norm.map({"fro": "Frobenius", "max": "ℓ∞ (max)",
+                                   "spectral": "spectral"}))
+    base = alt.Chart(t).encode(
+        x=alt.X("norm:N", sort=["Frobenius", "ℓ∞ (max)", "spectral"], title="Att-SVM norm",
+                axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("optimizer:N", sort=["signGD", "spectral descent", "NGD"], title=None))
+    rect = base.mark_rect().encode(
+        color=alt.Color("margin_ratio_median:Q", title="median margin ratio",
+                        scale=alt.Scale(scheme="viridis")),
+        tooltip=["optimizer:N", "norm:N", alt.Tooltip("margin_ratio_median:Q", format=".4f"),
+                 alt.Tooltip("corr_median:Q", format=".4f"), "runs:Q"])
+    text = base.mark_text(fontSize=11).encode(
+        text=alt.Text("margin_ratio_median:Q", format=".4f"),
+        color=alt.condition("datum.margin_ratio_median > 0.9", alt.value("black"),
+                            alt.value("white")))
+    return (rect + text).properties(
+        title="steepest descent: margin ratio in each norm (sign, spectral: open for attention)",
+        width=360, height=160)

@@ -27,7 +27,8 @@ import numpy as np
 
 from attsvm import problems
 from attsvm.batching import bucket
-from attsvm.engine import NORM_EPS, compile_count
+from attsvm.engine import compile_count
+from attsvm.optimizers import DEFAULT_EPS
 from attsvm.svm import solve_att_svm
 from attsvm.training import RIDGE_EPS, backend, default_init, train, train_batch
 
@@ -69,12 +70,12 @@ def numpy_gd(prob, init, param: str, *, steps: int, lr: float, ridge: float = RI
         g = (-Y / (1.0 + np.exp(u)) / n)[:, None] * s * (h - f[:, None])   # ∂L/∂a
         G = np.einsum("nt,ntd->nd", g, X).T @ Z                 # (d, d) ∂L/∂W
         if param == "W":
-            W = W - lr * G / (np.linalg.norm(G) + NORM_EPS)
+            W = W - lr * G / (np.linalg.norm(G) + DEFAULT_EPS)
         else:
             gK = G @ Q + 2 * ridge * K
             gQ = G.T @ K + 2 * ridge * Q
-            K = K - lr * gK / (np.linalg.norm(gK) + NORM_EPS)
-            Q = Q - lr * gQ / (np.linalg.norm(gQ) + NORM_EPS)
+            K = K - lr * gK / (np.linalg.norm(gK) + DEFAULT_EPS)
+            Q = Q - lr * gQ / (np.linalg.norm(gQ) + DEFAULT_EPS)
     return Ws, S, L
 
 

@@ -44,7 +44,6 @@ import sys
 import numpy as np
 
 import attsvm
-from attsvm import optimizers as O
 from attsvm.metrics import correlation
 
 
@@ -61,8 +60,8 @@ def centred_demo(seeds=range(10), steps=10_000, lr=0.1):
     for s in seeds:
         prob = attsvm.random_problem(n=6, T=8, d=10, seed=s)
         for c, (centred, eps) in combos.items():
-            run = O.run_optimizer(prob, optimizer="ngd", steps=steps, lr=lr, centred=centred,
-                                  eps=eps, record_every=1000)
+            run = attsvm.train(prob, optimizer="ngd", steps=steps, lr=lr, centred=centred,
+                               eps=eps, init=np.zeros((10, 10)), record_every=1000)
             sol = attsvm.solve_att_svm(prob, selection(prob, run.W[-1]))
             if not sol.feasible:
                 print(f"seed {s} {c}: SVM infeasible at the final selection")
@@ -82,8 +81,8 @@ def md_demo(seeds=range(4), ps=(1.25, 1.5, 2.0, 3.0), lrs=(2e-4, 2e-3, 1e-2, 0.5
         prob = attsvm.random_problem(n=4, T=4, d=4, seed=s)
         print(f"seed {s}: opt = {attsvm.optimal_tokens(prob)}")
         for p, lr in zip(ps, lrs, strict=True):
-            run = O.run_optimizer(prob, optimizer="nmd", p=p, steps=steps, lr=lr,
-                                  record_every=500)
+            run = attsvm.train(prob, optimizer="nmd", p=p, steps=steps, lr=lr,
+                               init=np.zeros((4, 4)), record_every=500)
             norms = np.linalg.norm(run.W, axis=(1, 2))
             hit = np.nonzero(np.isfinite(norms) & (norms >= stop))[0]
             j = hit[0] if len(hit) else int(np.nonzero(np.isfinite(norms))[0][-1])
@@ -122,8 +121,8 @@ def steepest_demo(seeds=range(4), steps=40_000, lr=0.01):
     for s in seeds:
         prob = attsvm.random_problem(n=4, T=4, d=4, seed=s)
         for opt in ("sign", "spectral", "ngd"):
-            W = O.run_optimizer(prob, optimizer=opt, steps=steps, lr=lr,
-                                record_every=steps).W[-1]
+            W = attsvm.train(prob, optimizer=opt, steps=steps, lr=lr, init=np.zeros((4, 4)),
+                             record_every=steps).W[-1]
             alpha = selection(prob, W)
             r = [margin_ratio(prob, W, alpha, n, p) for n, p in norms]
             print(f"seed {s} {opt:8s} α={alpha} ‖W‖={np.linalg.norm(W):5.0f} "

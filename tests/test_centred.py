@@ -73,7 +73,8 @@ def test_centred_outputs_are_the_outputs():
     f0, s0 = model.outputs(W, data, "quadratic")
     f1, s1 = O.centred_outputs(W, data, "quadratic")
     np.testing.assert_allclose(np.asarray(f1), np.asarray(f0), rtol=1e-13, atol=1e-15)
-    np.testing.assert_array_equal(np.asarray(s1), np.asarray(s0))
+    # the centred softmax sums 1 + Σ_{t≠ρ} e^{a_t − a_ρ} in its own order: an ulp apart
+    np.testing.assert_allclose(np.asarray(s1), np.asarray(s0), rtol=4e-16, atol=0)
 
 
 # -- the high-precision reference -----------------------------------------------------------

@@ -1,16 +1,14 @@
-"""Issue 11's experiments (lp-mirror-descent, adaptive-steps) at a tiny size, the batched
-driver they use against the single-run one, their prices, and the CLI."""
+"""Issue 11's experiments (lp-mirror-descent, adaptive-steps) at a tiny size, their prices,
+and the CLI."""
 from __future__ import annotations
 
 import json
 
-import numpy as np
 import pandas as pd
 import pytest
 
 import attsvm
 from attsvm import experiments, limits
-from attsvm import optimizers as O
 from attsvm.__main__ import main
 from attsvm.experiments import budget
 
@@ -26,26 +24,6 @@ def tiny():
     return {name: experiments.run(name, **kw) for name, kw in TINY.items()}
 
 
-# Polyak: 20 steps only — on seed 0 at lr 0.5 it amplifies rounding ×3 per step from step
-# ~25 on (vmapped and single programs round differently; both end at corr 0.99992)
-@pytest.mark.parametrize("rule,p,lr,steps", [("nmd", 1.5, 0.01, 60), ("polyak", None, 0.5, 20),
-                                             ("gd", None, 2.0, 60)])
-def test_run_batch_equals_one_run_per_problem(rule, p, lr, steps):
-    probs = [attsvm.random_problem(4, 4, 4, seed=s) for s in range(3)]
-    lrs = [lr, 2 * lr, lr / 2]
-    tr = O.run_batch(probs, optimizer=rule, steps=steps, lrs=lrs, ps=p, record_every=10)
-    for b, prob in enumerate(probs):
-        one = O.run_optimizer(prob, optimizer=rule, steps=steps, lr=lrs[b], p=p,
-                              record_every=10)
-        np.testing.assert_allclose(tr.W[b], one.W, rtol=1e-9, atol=1e-12)
-
-
-def test_run_batch_refuses_mixed_shapes():
-    probs = [attsvm.random_problem(4, 4, 4, seed=0), attsvm.random_problem(4, 5, 4, seed=0)]
-    with pytest.raises(ValueError, match="probs"):
-        O.run_batch(probs, optimizer="gd", steps=10, lrs=1.0)
-
-
 def test_lp_mirror_descent_tiny(tiny):
     res = tiny["lp-mirror-descent"]
     by_p, runs = res.frames["by_p"], res.frames["runs"]
@@ -56,6 +34,29 @@ def test_lp_mirror_descent_tiny(tiny):
     assert runs.own_highest.all(), runs
     assert "2410.14581" in res.summary["text"]
     json.dumps(experiments.core.jsonable(res.summary))
+    # steepest descent: one row per (instance, rule, norm), the open cells said to be open
+    st, tab = res.frames["steepest"], res.frames["steepest_table"]
+    assert len(st) == 2 * 3 * 3 and set(tab.norm) == {"fro", "max", "spectral"}
+    assert st.margin_ratio.dropna().between(0, 1 + 1e-6).all()
+    assert "open for attention" in res.summary["text"] and "2502.04664" in res.summary["text"]
+    ok = st.dropna()
+    assert (ok["corr"] <= 1 + 1e-12).all() and len(ok) > 0
+
+
+def test_margin_ratio_is_one_at_the_svm_and_below_elsewhere():
+    """The steepest table's measure, against its definition: W^mm itself scores 1 in its
+    own norm; the Frobenius SVM scores ≤ 1 in the ℓ∞ norm."""
+    from attsvm.svm import constraint_rows, matrix_norm
+    prob = attsvm.random_problem(4, 4, 4, seed=0)
+    alpha = attsvm.optimal_tokens(prob)
+    A, _ = constraint_rows(prob, alpha)
+    for norm in ("fro", "max", "spectral"):
+        sol = attsvm.solve_att_svm(prob, alpha, norm=norm)
+        ratio = (A @ sol.W.ravel()).min() / matrix_norm(sol.W, norm) * sol.objective
+        assert ratio == pytest.approx(1.0, abs=1e-6)
+    fro = attsvm.solve_att_svm(prob, alpha, norm="fro").W
+    mx = attsvm.solve_att_svm(prob, alpha, norm="max")
+    assert (A @ fro.ravel()).min() / matrix_norm(fro, "max") * mx.objective <= 1 + 1e-6
 
 
 def test_adaptive_steps_tiny_ngd_and_polyak_beat_gd(tiny):

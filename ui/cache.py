@@ -16,7 +16,6 @@ import streamlit as st
 import attsvm
 from attsvm import experiments, live, studies
 from attsvm.config import ProblemSpec, TrainSpec
-from attsvm.optimizers import race
 
 from . import hosted
 
@@ -109,8 +108,8 @@ def experiment(name: str, overrides_json: str) -> experiments.Result:
 @st.cache_data(max_entries=16, ttl=TTL, show_spinner="Racing the optimizers…")
 @hosted.metered
 def optimizer_race(pspec: ProblemSpec, runs: tuple, steps: int) -> dict:
-    """`attsvm.optimizers.race` on the spec's problem (W_0 = 0, ~100 records)."""
-    return race(pspec.build(), runs, steps=steps)
+    """`attsvm.studies.race` on the spec's problem (W_0 = 0, ~100 records)."""
+    return studies.race(pspec.build(), runs, steps=steps)
 
 
 @st.cache_data(max_entries=512, ttl=TTL, show_spinner=False)

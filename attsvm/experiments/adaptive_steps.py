@@ -23,9 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .. import optimizers as O
 from ..metrics import correlation
 from ..problems import check_float, check_int, random_problem, token_scores
+from ..training import train_batch
 from . import fastsvm
 from .core import Progress, Result, fmt, no_progress, settings_dict
 
@@ -39,7 +39,7 @@ PAPER = (
 )
 NOTES = (
     "Centred softmax gradient and exact normalization (docs/followups.md §4b); Polyak's L − L* is "
-    "computed cancellation-free and its step length bounded by 10·η (optimizers.run_optimizer).",
+    "computed cancellation-free and its step length bounded by 10·η (the engine, attsvm.train).",
 )
 RULES = ("gd", "ngd", "polyak")
 LABEL = {"gd": "GD", "ngd": "NGD", "polyak": "Polyak"}
@@ -134,7 +134,8 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
     runs = {}
     for j, rule in enumerate(RULES):
         progress(0.05 + 0.25 * j, f"{LABEL[rule]}: {s.runs} runs of {s.steps:,} steps")
-        runs[rule] = O.run_batch(probs, optimizer=rule, steps=s.steps, lrs=lrs[rule],
+        runs[rule] = train_batch(probs, optimizer=rule, steps=s.steps, lr=lrs[rule],
+                                 init=[np.zeros((s.d, s.d))] * s.runs,
                                  record_every=s.record_every)
     progress(0.8, "Att-SVMs at the final selections")
     steps = runs["gd"].steps

@@ -171,9 +171,17 @@ def _lp_mirror_descent(s):
     items = [(f"{B} mirror-descent runs", gd),
              (f"{solves} ℓp-AttSVMs (cvxpy)",
               limits.svm_work(n=s.n, T=s.T, d=s.d, norm="lp", solves=solves))]
+    S = s.runs * len(s.steepest)    # steepest descent: fro, ℓ∞ and spectral SVM per run
+    if S:
+        items += [(f"{S} steepest-descent runs",
+                   limits.gd_work(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=S)),
+                  (f"{3 * S} fro/ℓ∞/spectral Att-SVMs (cvxpy)",
+                   limits.svm_work(n=s.n, T=s.T, d=s.d, norm="fro", solves=S)
+                   + limits.svm_work(n=s.n, T=s.T, d=s.d, norm="max", solves=2 * S))]
     floats = limits.record_floats(n=s.n, T=s.T, d=s.d, steps=s.steps,
                                   record_every=s.record_every, runs=B)
-    return items, floats, dict(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=B, solves=solves)
+    return items, floats, dict(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=B + S,
+                               solves=solves + 3 * S)
 
 
 def _adaptive_steps(s):

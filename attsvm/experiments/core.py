@@ -174,13 +174,14 @@ def stage(progress: Progress, lo: float, span: float, label: str) -> Progress:
 
 
 def train_settings(probs, s, *, progress: Progress, at: tuple, param: str | None = None,
-                   record_every: int | None = None) -> dict:
+                   record_every: int | None = None, **gradient) -> dict:
     """`train_all` with the GD settings of the record `s`: param (unless given), steps, lr,
-    record_every (unless given) and the initialization seed; its progress is the stage
-    `at` = (lo, span, label) of `progress` (`stage`)."""
+    record_every (unless given) and the initialization seed; `gradient`: centred/eps (e.g.
+    `optimizers.AUTHORS_GRADIENT`); its progress is the stage `at` = (lo, span, label) of
+    `progress` (`stage`)."""
     return train_all(probs, param=param or s.param, steps=s.steps, lr=s.lr,
                      record_every=record_every or s.record_every, seed=s.seed,
-                     progress=stage(progress, *at))
+                     progress=stage(progress, *at), **gradient)
 
 
 def train_all(probs, **kw) -> dict:

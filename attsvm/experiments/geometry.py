@@ -16,6 +16,7 @@ import pandas as pd
 
 from ..metrics import correlation
 from ..model import jax
+from ..optimizers import AUTHORS_GRADIENT
 from ..problems import (
     PRESETS,
     check_choice,
@@ -98,6 +99,7 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
             param=param,
             steps=s.steps,
             lr=s.lr,
+            **AUTHORS_GRADIENT,  # the official code's loop: its numbers are the reference
             init=[inits[param]],
             record_every=1,
             devices=jax.devices()[:1],

@@ -19,6 +19,7 @@ import pandas as pd
 
 from .. import fastsvm
 from ..metrics import correlation
+from ..optimizers import AUTHORS_GRADIENT
 from ..problems import (
     check_subset,
     random_problem,
@@ -103,7 +104,8 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
     trajs, share = {}, 0.8 / len(s.params)
     for j, param in enumerate(s.params):
         trajs[param] = train_settings(
-            probs, s, param=param, progress=progress, at=(share * j, share, param)
+            probs, s, param=param, progress=progress, at=(share * j, share, param),
+            **AUTHORS_GRADIENT,  # the official code's loop: its numbers are the reference
         )
     # SVMs for each distinct (run, α): both parameterizations usually share most of them
     alphas = {p: trajs[p]["probs"][:, -1].argmax(-1) for p in s.params}  # (R, n)

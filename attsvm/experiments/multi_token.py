@@ -26,6 +26,7 @@ import pandas as pd
 
 from .. import fastsvm
 from ..metrics import correlation
+from ..optimizers import AUTHORS_GRADIENT
 from ..problems import check_float, random_problem
 from ..svm import (
     constraint_rows,
@@ -164,6 +165,7 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
                 param="W",
                 steps=s.steps,
                 lr=s.lr,
+                **AUTHORS_GRADIENT,  # the official code's loop: its numbers are the reference
                 seed=s.seed,
                 record_every=s.record_every,
                 indices=[c[0] for c in cands],

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..config import norm_for
+from ..optimizers import AUTHORS_GRADIENT
 from ..problems import check_choice, random_problem
 from ..studies import classify_runs
 from .core import (
@@ -76,7 +77,8 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
         base, share = j / len(s.ds), 1 / len(s.ds)
         probs = [random_problem(s.n, s.T, d, seed=s.data_seed + r) for r in range(s.runs)]
         tr = train_settings(
-            probs, s, record_every=s.steps, progress=progress, at=(base, 0.9 * share, f"d={d}")
+            probs, s, record_every=s.steps, progress=progress, at=(base, 0.9 * share, f"d={d}"),
+            **AUTHORS_GRADIENT,  # the official code's loop: its numbers are the reference
         )
         alphas = list(tr["probs"][:, -1].argmax(-1))
         progress(base + 0.92 * share, f"d={d}: SVMs")

@@ -19,6 +19,7 @@ import pandas as pd
 from .. import fastsvm
 from ..config import norm_for
 from ..metrics import correlation
+from ..optimizers import AUTHORS_GRADIENT
 from ..problems import (
     check_choice,
     check_subset,
@@ -81,7 +82,8 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
             random_problem(s.n, s.T, s.d, seed=s.data_seed + r, attention=s.attention, queries=mode)
             for r in range(s.runs)
         ]
-        tr = train_settings(probs, s, progress=progress, at=(base, 0.85 * share, mode))
+        tr = train_settings(probs, s, progress=progress, at=(base, 0.85 * share, mode),
+                            **AUTHORS_GRADIENT)  # the official code's loop: the reference
         alphas = list(tr["probs"][:, -1].argmax(-1))  # (n, T) per run
         progress(base + 0.9 * share, f"{mode}: per-query SVMs")
         sols = fastsvm.solve_many(probs, alphas, norm)

@@ -8,6 +8,7 @@ import streamlit as st
 import attsvm
 from attsvm import live
 from attsvm.config import CHUNK_RECORDS
+from attsvm.trajectory import saturation_message
 from attsvm_charts import explorer as charts
 from attsvm_charts import frames
 from ui import about, cache
@@ -71,9 +72,7 @@ def verdict(run: dict, traj, alpha, opt, sol: dict, kind: str, norm: str, last: 
             first = int(sat[sat >= 0].min())
             seqs = [int(i) for i in np.nonzero(sat >= 0)[0]]
             st.warning(f"**Softmax saturated in float64** from iteration {first:,} "
-                       f"(sequences {seqs}): the non-selected mass fell below 1e-13, so the "
-                       "gradient is rounding noise. W(k)'s direction is then **frozen, not "
-                       "converged** — correlations after that measure where GD stopped.")
+                       f"(sequences {seqs}): {saturation_message(traj.saturation_tol)}")
         if run["overflow"] >= 0:
             st.error(f"GD overflowed at iteration {run['overflow']:,} and was stopped "
                      "(the state before it is kept). Lower the step size.")
@@ -111,7 +110,7 @@ def panels(right, prob, tspec, run: dict, traj, alpha, opt, sol: dict, norm: str
     draw(c2, "other_mass", charts.curves(
         sw, y="rest", color="sequence", x_max=x_max, log_y=True,
         title="Mass on the other tokens 1 − s_iα_i(k)", y_title="1 − s_iα_i", rule_x=k_shown,
-        hline=1e-13, hline_label="float64 saturation 1e-13", fmt=".3g"))
+        hline=1e-13, hline_label="1e-13: the authors' gradient freezes", fmt=".3g"))
     refs = {"W^mm_α (Frobenius)": sol["fro"].W, "W^mm_*,α (nuclear)": sol["nuc"].W}
     cdf = frames.correlations(steps, run["W"], refs)
     c1, c2, c3 = st.columns(3)
@@ -147,10 +146,12 @@ def notes(prob):
             "- **Normalized GD.** The theory's GD uses a small constant step (η ≤ 1/L); every "
             "experiment of the paper, and this page by default, uses normalized GD with η = 0.1 "
             "so that ‖W‖ grows linearly and the direction settles within 10³ steps.\n"
-            "- **float64 saturation.** Once a sequence's non-selected softmax mass drops below "
-            "~1e-13 its gradient is rounding noise and the direction freezes; the verdict warns "
-            "from that step. (The predecessor paper ran float32, where this happens after "
-            "~150–200 steps and its plots stop before it.)\n"
+            "- **float64 saturation.** In the authors' code, once a sequence's non-selected "
+            "softmax mass drops below ~1e-13 its gradient is rounding noise and the direction "
+            "freezes. Here every gradient is computed exactly (centred softmax, exact "
+            "normalizer; docs/followups.md §4b), so the direction keeps converging until those "
+            "weights underflow (~1e-300); the verdict warns from there. (The predecessor paper "
+            "ran float32, where the freeze comes after ~150–200 steps.)\n"
             "- **K Qᵀ** runs add the authors' vanishing ridge ε(‖K‖²+‖Q‖²), ε = 2.2e-16, and "
             "normalize each factor's step separately; without the ridge the factors do not "
             "reach the nuclear-norm direction once the softmax saturates.\n"

@@ -5,6 +5,7 @@ import numpy as np
 import streamlit as st
 
 import attsvm
+from attsvm.trajectory import saturation_message
 from attsvm_charts import explorer as charts
 from attsvm_charts import frames
 from ui import about
@@ -50,7 +51,7 @@ def verdict(prob, tspec, run, sol, kind: str, opt):
     sat = run.saturated_at[:, prob.query_view()[2].sum(1) > 1]
     if np.any(sat >= 0):
         st.warning(f"Softmax saturated in float64 from iteration {int(sat[sat >= 0].min()):,} "
-                   "for some queries: their direction is frozen, not converged.")
+                   f"for some queries: {saturation_message(run.saturation_tol)}")
     st.caption("With causal masking query 0 sees only token 0: it always selects it and adds "
                "no constraint.")
 
