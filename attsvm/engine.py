@@ -28,15 +28,31 @@ from . import model
 from .model import Data, jax, jnp
 from .optimizers import NORM_EPS, OPTIMIZERS, Hyper, _tree_norm, loss_gap, make_optimizer
 
-__all__ = ["NORM_EPS", "RULES", "compile_count", "simulate"]
+__all__ = ["NORM_EPS", "RULES", "TraceCounter", "compile_count", "simulate"]
 RULES = {name: make_optimizer(name) for name in OPTIMIZERS}
 SCALE_FREE = ("ngd", "nmd", "sign", "spectral")   # steps that use only ∇L's direction
+
+
+class TraceCounter:
+    """How often jit has traced a function: its Python body runs once per trace, never when
+    a compiled program is reused, so each count is one program built (one per new static
+    signature; the same program placed on another device compiles again without a trace).
+    Public API only (JAX's own cache size is private)."""
+
+    def __init__(self):
+        self.count = 0
+
+    def tick(self) -> None:
+        self.count += 1
+
+
+TRACES = TraceCounter()         # of `simulate`
 
 
 def compile_count() -> int:
     """How many programs the engine has compiled in this process (one per new static
     signature: sizes after padding, head, loss, parameterization, number of records)."""
-    return simulate._cache_size()
+    return TRACES.count
 
 
 # -- the compiled engine ------------------------------------------------------------------
@@ -52,6 +68,8 @@ def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, pa
     program. Long because the step, its overflow rollback and the record chunking are one
     closure that jit traces as a unit.
     """
+    TRACES.tick()               # a Python side effect: runs at trace time only
+
     def one_run(params0, data):
         # the scale-free rules (a step that only uses the gradient's direction) take the
         # gradient divided by the largest non-selected softmax weight: it stays representable

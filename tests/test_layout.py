@@ -88,3 +88,9 @@ def test_pages_are_short_and_long_functions_say_why():
                 if node.end_lineno - node.lineno >= 60 and "long because" not in doc:
                     unexplained.append(f"{path.relative_to(ROOT)}:{node.name}")
     assert not unexplained, unexplained
+
+
+def test_the_library_counts_compiles_without_jax_private_api():
+    private = [str(p.relative_to(ROOT)) for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")
+               if "._cache_size(" in p.read_text()]
+    assert not private, private

@@ -236,9 +236,9 @@ def test_a_new_learning_rate_does_not_recompile():
     from attsvm.ntp import gd
     p = random_ntp_problem(6, 4, 6, 8, seed=0)
     train(p, 50, 0.01, record_every=10)
-    before = gd._simulate._cache_size()
+    before = gd.compile_count()
     train(p, 50, 0.02, record_every=10)
-    assert gd._simulate._cache_size() == before
+    assert gd.compile_count() == before
 
 
 # -- the local variant ------------------------------------------------------------------------

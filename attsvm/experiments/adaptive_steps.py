@@ -23,10 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .. import fastsvm
 from ..metrics import correlation
 from ..problems import check_float, check_int, random_problem, token_scores
 from ..training import train_batch
-from . import fastsvm
 from .core import Progress, Result, fmt, no_progress, settings_dict
 
 NAME = "adaptive-steps"

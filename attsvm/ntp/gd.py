@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..engine import TraceCounter
 from ..model import jax, jnp
 from ..problems import check_choice, check_float, check_int, check_record_every
 from .graph import cyclic_basis, project, reduced_mask, scc_ids
@@ -84,9 +85,18 @@ def logits(W, data: NTPData):
     return jnp.einsum("ntd,de,ne->nt", data.X, W, data.z)
 
 
+TRACES = TraceCounter()         # of `_simulate`
+
+
+def compile_count() -> int:
+    """How many programs the next-token engine has compiled in this process."""
+    return TRACES.count
+
+
 @partial(jax.jit, static_argnames=("head", "loss", "normalized", "n_records"))
 def _simulate(W0, data: NTPData, lr, record_every, *, head, loss, normalized, n_records):
     """Batched GD: W0 (B, d, d), data with a leading run axis B. Records k = 0 … n_records."""
+    TRACES.tick()               # a Python side effect: runs at trace time only
 
     def one_run(W0, data):
         def obj(a):
