@@ -6,7 +6,7 @@ import streamlit as st
 from attsvm import ntp
 from attsvm.ntp import session
 from attsvm_charts import ntp as ntp_charts
-from ui import about, export_ui
+from ui import about, cache, export_ui
 from ui.views import ntp as view
 from ui.widgets import BOUND, explained
 
@@ -52,7 +52,7 @@ with right:
     st.altair_chart(heat)
     about.explain(st, "ntp-graphs")
 
-svm = ntp.solve_graph_svm(prob)
+svm = cache.graph_svm(int(K), int(d), int(seed), *session.key_of(prob))
 if svm.feasible:
     st.success(f"Graph-SVM: `{svm.status}`, ‖W^svm‖_F = {svm.objective:.5g}, "
                f"{len(svm.A_ineq)} margin and {len(svm.A_eq)} equality constraints; "
@@ -77,18 +77,18 @@ def show(res):
 
 
 W0 = ntp.default_init(prob, seed=int(seed))
-cache = st.session_state.setdefault("ntp_runs", {})
-if key not in cache:
-    cache.clear()
+runs = cache.ntp_runs()                       # shared by sessions: a default opens at once
+res = runs.get(key)
+if res is None:
     bar = st.progress(0.0, text="Normalized GD on W and W^fin…")
 
     def live(res):
         bar.progress(res["tr"].steps[-1] / int(steps), text=f"GD: step {res['tr'].steps[-1]:,}")
         show(res)
 
-    cache[key] = view.live_run(prob, W0, int(steps), float(lr), on_chunk=live)
+    res = view.live_run(prob, W0, int(steps), float(lr), on_chunk=live)
+    runs.put(key, res)
     bar.empty()
-res = cache[key]
 df = show(res)
 st.markdown(session.summary(prob, df, int(steps)))
 att = ntp_charts.attention_bars(session.attention_frame(prob, res["tr"].probs[-1]),

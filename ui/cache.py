@@ -117,3 +117,42 @@ def optimizer_race(pspec: ProblemSpec, runs: tuple, steps: int) -> dict:
 def svm_norm(pspec: ProblemSpec, alpha: tuple, norm: str, p: float | None = None):
     """The Att-SVM_α in any norm of `attsvm.solve_att_svm` (α nested tuples for queries)."""
     return attsvm.solve_att_svm(pspec.build(), np.array(alpha), norm, p=p)
+
+
+# -- next-token prediction ----------------------------------------------------------------
+@st.cache_data(max_entries=128, ttl=TTL, show_spinner=False)
+@hosted.metered
+def graph_svm(K: int, d: int, seed: int, tokens: tuple, labels: tuple):
+    """`attsvm.ntp.solve_graph_svm` of the page's data (vocabulary from K, d, seed)."""
+    from attsvm import ntp
+    from attsvm.ntp import session
+    prob = ntp.NTPProblem(E=session.vocabulary(K, d, seed), tokens=np.array(tokens),
+                          labels=np.array(labels))
+    return ntp.solve_graph_svm(prob)
+
+
+class SharedRuns:
+    """Finished live runs shared by every session (a live run streams its chunks, so it
+    cannot be an `st.cache_data` body): at most `size`, the oldest dropped first."""
+
+    def __init__(self, size: int):
+        import threading
+        from collections import OrderedDict
+        self.size, self._lock, self._items = size, threading.Lock(), OrderedDict()
+
+    def get(self, key):
+        with self._lock:
+            return self._items.get(key)
+
+    def put(self, key, value) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+
+@st.cache_resource(show_spinner=False)
+def ntp_runs() -> SharedRuns:
+    """The next-token page's finished runs, by their settings (one store per server)."""
+    return SharedRuns(16)

@@ -103,6 +103,11 @@ def scc_changes(old: np.ndarray | None, new: np.ndarray) -> list[str]:
     return out
 
 
+def key_of(prob: NTPProblem) -> tuple:
+    """(tokens, labels) as nested tuples: a hashable cache key of the sequences."""
+    return tuple(map(tuple, prob.tokens.tolist())), tuple(prob.labels.tolist())
+
+
 def check_budget(prob: NTPProblem, steps: int) -> None:
     """Refuse a run over the active mode's budget (W and W^fin, one Graph-SVM)."""
     kw = dict(n=prob.n, T=prob.T, d=prob.d)
