@@ -118,3 +118,16 @@ def test_link_data_round_trips_every_float64_exactly(n, T, data):
 def test_malformed_link_data_is_refused_with_the_reason(text, why):
     with pytest.raises(ValueError, match=re.escape(why)):
         linkdata.decode(text, max_n=8, max_T=12)
+
+
+def test_shared_runs_keep_the_newest_and_drop_the_oldest():
+    from ui.cache import SharedRuns
+    runs = SharedRuns(2)
+    runs.put("a", 1)
+    runs.put("b", 2)
+    assert runs.get("a") == 1              # reading does not refresh
+    runs.put("c", 3)
+    assert runs.get("a") is None and runs.get("b") == 2 and runs.get("c") == 3
+    runs.put("b", 4)                       # a rewrite makes "b" the newest
+    runs.put("d", 5)
+    assert runs.get("c") is None and runs.get("b") == 4 and runs.get("d") == 5
