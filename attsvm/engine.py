@@ -3,7 +3,7 @@
 Normalized GD (arXiv 2308.16898 §2, Algorithm "normalized GD"; docs/theory.md §A.1):
     W ← W − η ∇L(W) / (‖∇L(W)‖_F + ε₀)                                   (param="W")
     K ← K − η ∇_K / (‖∇_K‖_F + ε₀),  Q ← Q − η ∇_Q / (‖∇_Q‖_F + ε₀)      (param="KQ")
-with ε₀ = `eps` (0 by default, `optimizers.DEFAULT_EPS`; 2⁻⁵² in the authors' code) and,
+with ε₀ = `eps` (`optimizers.DEFAULT_EPS`: 0 for the linear head; 2⁻⁵², the authors') and,
 for (K, Q), the objective L(K Qᵀ) + ε (‖K‖_F² + ‖Q‖_F²), ε = `ridge`: exactly
 `model.objective`, which the gradient tests check. Every other rule of `attsvm.optimizers`
 (plain GD, Polyak steps, ℓp mirror descent, sign and spectral descent; docs/followups.md

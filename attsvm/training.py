@@ -51,7 +51,7 @@ def _check_optimizer(*, param, head, normalized, optimizer, p, eps, centred) -> 
         p = check_float("p", 2.0 if p is None else p, MIN_P, MAX_P)
     elif p is not None:
         raise ValueError(f"`p` must be None unless optimizer is 'md' or 'nmd'; got {p!r}")
-    eps = DEFAULT_EPS if eps is None else check_float("eps", eps, 0.0, 1.0)
+    eps = DEFAULT_EPS[head] if eps is None else check_float("eps", eps, 0.0, 1.0)
     centred = DEFAULT_CENTRED if centred is None else centred
     if not isinstance(centred, (bool, np.bool_)):
         raise ValueError(f"`centred` must be True or False; got {centred!r}")
@@ -197,9 +197,10 @@ def train_batch(probs, *, param: str = "W", steps: int = 2000, lr: float = 0.1,
             "md", "nmd", "sign", "spectral"; for "KQ" gd/ngd/polyak/sign); default "ngd"
             ("gd" when normalized=False). Traced: switching rules does not recompile.
         p: the mirror exponent of "md"/"nmd" (default 2: GD/NGD), 1.01 … 100.
-        eps: ε added to the normalizer of "ngd"/"nmd"; None: `optimizers.DEFAULT_EPS` = 0,
-            the exact normalized step (a zero gradient takes no step). 2⁻⁵² is the authors'
-            (their step shrinks once ‖∇L‖ ≲ 1e-16 and the direction freezes).
+        eps: ε added to the normalizer of "ngd"/"nmd"; None: `optimizers.DEFAULT_EPS`: 0 for
+            the linear head, the exact normalized step (a zero gradient takes no step); 2⁻⁵²,
+            the authors', for nonlinear heads (the step shrinks once ‖∇L‖ ≲ 1e-16; an exact
+            normalized step oscillates in their finite part W^fin).
         centred: differentiate the centred attention, exact far into saturation
             (docs/followups.md §4b); None: `optimizers.DEFAULT_CENTRED` = True. False is the
             plain autodiff of the authors' code. `**optimizers.AUTHORS_GRADIENT` gives both

@@ -31,10 +31,12 @@ def saturation_message(tol: float) -> str:
         return (f"the non-selected softmax mass fell below {tol:.0e}: those weights underflow "
                 "in float64, the gradient is then exactly 0 and W stops moving — its "
                 "direction is as converged as float64 can make it.")
-    return (f"the non-selected mass fell below {tol:.0e}, so with the authors' gradient "
-            "(plain autodiff, ‖∇L‖ + 2⁻⁵²) the selected token's term is rounding noise. W(k)'s "
-            "direction is then **frozen, not converged** — correlations after that measure "
-            "where GD stopped. The default exact gradient keeps converging.")
+    return (f"the non-selected mass fell below {tol:.0e}, so with the authors' normalizer "
+            "‖∇L‖ + 2⁻⁵² (their loop; also the default for nonlinear heads) the step shrinks "
+            "to nothing, and with plain autodiff the selected token's term is rounding noise. "
+            "W(k)'s direction is then **frozen, not converged** — correlations after that "
+            "measure where GD stopped. With the linear head the default exact gradient keeps "
+            "converging.")
 
 
 @dataclass(frozen=True, eq=False)

@@ -35,7 +35,7 @@ STEPS = (
     Step("The parameterization picks the norm", "geometry.py",
          "From the same 2-D data, GD on W follows the Frobenius SVM's rays and GD on K Qᵀ the "
          "nuclear-norm SVM's rays: two different limits.",
-         "the two metrics: W-GD correlates best with W^mm, (K,Q)-GD with W^mm_* (> 0.999); "
+         "the two metrics: W-GD correlates best with W^mm, (K,Q)-GD with W^mm_* (both > 0.99); "
          "in the chart, solid paths run along their dashed rays.",
          "switch the preset to geometry-2, or edit a token under *Edit the tokens* and watch "
          "the rays move."),
