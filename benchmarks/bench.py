@@ -70,12 +70,12 @@ def numpy_gd(prob, init, param: str, *, steps: int, lr: float, ridge: float = RI
         g = (-Y / (1.0 + np.exp(u)) / n)[:, None] * s * (h - f[:, None])   # ∂L/∂a
         G = np.einsum("nt,ntd->nd", g, X).T @ Z                 # (d, d) ∂L/∂W
         if param == "W":
-            W = W - lr * G / (np.linalg.norm(G) + DEFAULT_EPS)
+            W = W - lr * G / (np.linalg.norm(G) + DEFAULT_EPS["linear"])
         else:
             gK = G @ Q + 2 * ridge * K
             gQ = G.T @ K + 2 * ridge * Q
-            K = K - lr * gK / (np.linalg.norm(gK) + DEFAULT_EPS)
-            Q = Q - lr * gQ / (np.linalg.norm(gQ) + DEFAULT_EPS)
+            K = K - lr * gK / (np.linalg.norm(gK) + DEFAULT_EPS["linear"])
+            Q = Q - lr * gQ / (np.linalg.norm(gQ) + DEFAULT_EPS["linear"])
     return Ws, S, L
 
 
@@ -135,7 +135,8 @@ def bench_gd(*, runs: int, steps: int, loop_runs: int, repeats: int) -> dict:
                                        record_every=r)
         traces = compile_count()
         cold, cold_cpu, batch = _timed(call)
-        assert compile_count() == traces + 1, "the cold call should compile once"
+        # one program at most (none when this process compiled it already, e.g. under pytest)
+        assert compile_count() - traces <= 1, f"one call compiled {compile_count() - traces}×"
         warm, warm_cpu, warm_all = _median_time(call, repeats)
         call(sparse), call(steps)                                   # compile the variants
         warm_sparse = _median_time(lambda: call(sparse), repeats)[0]
