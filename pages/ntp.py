@@ -52,7 +52,8 @@ with right:
     st.altair_chart(heat)
     about.explain(st, "ntp-graphs")
 
-svm = cache.graph_svm(int(K), int(d), int(seed), *session.key_of(prob))
+seqs = session.key_of(prob)                  # the sequences, hashable: one cache key
+svm = cache.graph_svm(int(K), int(d), int(seed), *seqs)
 if svm.feasible:
     st.success(f"Graph-SVM: `{svm.status}`, ‖W^svm‖_F = {svm.objective:.5g}, "
                f"{len(svm.A_ineq)} margin and {len(svm.A_eq)} equality constraints; "
@@ -62,8 +63,7 @@ else:
              "priority with margin 1, so there is no W^svm direction to compare with. "
              "GD still runs below; choose d ≥ K for independent embeddings.")
 W_svm = svm.W if svm.feasible else None
-key = (prob.tokens.tobytes(), prob.labels.tobytes(), int(K), int(d), int(seed), int(steps),
-       float(lr))
+key = (*seqs, int(K), int(d), int(seed), int(steps), float(lr))
 cols = st.columns([3, 2])
 slots = [cols[0].empty(), cols[1].empty(), cols[1].empty()]
 about.explain(st, "ntp-runs")

@@ -9,13 +9,16 @@ Budgets (`attsvm.limits`) are checked by the callers *before* these run (see
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 
 import numpy as np
 import streamlit as st
 
 import attsvm
-from attsvm import experiments, live, studies
+from attsvm import experiments, live, ntp, studies
 from attsvm.config import ProblemSpec, TrainSpec
+from attsvm.ntp import session as ntp_session
 
 from . import hosted
 
@@ -124,9 +127,7 @@ def svm_norm(pspec: ProblemSpec, alpha: tuple, norm: str, p: float | None = None
 @hosted.metered
 def graph_svm(K: int, d: int, seed: int, tokens: tuple, labels: tuple):
     """`attsvm.ntp.solve_graph_svm` of the page's data (vocabulary from K, d, seed)."""
-    from attsvm import ntp
-    from attsvm.ntp import session
-    prob = ntp.NTPProblem(E=session.vocabulary(K, d, seed), tokens=np.array(tokens),
+    prob = ntp.NTPProblem(E=ntp_session.vocabulary(K, d, seed), tokens=np.array(tokens),
                           labels=np.array(labels))
     return ntp.solve_graph_svm(prob)
 
@@ -136,8 +137,6 @@ class SharedRuns:
     cannot be an `st.cache_data` body): at most `size`, the oldest dropped first."""
 
     def __init__(self, size: int):
-        import threading
-        from collections import OrderedDict
         self.size, self._lock, self._items = size, threading.Lock(), OrderedDict()
 
     def get(self, key):
