@@ -6,8 +6,10 @@ first drawn chart, in headless Chromium. Four ways to arrive:
   whole Streamlit frontend and its lazily loaded element bundles are fetched and parsed);
 - returning: the same link again in one browser context (the browser cache holds the
   frontend, as for a visitor who has been here before);
-- in-app: a click on the page's sidebar link from the Overview (the frontend is already
-  running; only the page's script runs): how a visitor moves between pages.
+- in-app: a click on the page's sidebar link from the Overview once its hero has played
+  (the frontend is already running; only the page's script runs): how a visitor moves
+  between pages. Timed to the new page's own title and first chart (the Overview's, still
+  on screen until the new run marks them stale, never count).
 
 Prints a table of medians.
 
@@ -36,7 +38,7 @@ PAGES = {"overview": "", "tour": "start-here", "playground": "token-selection",
          "geometry": "geometry-2d", "basins": "local-optima",
          "overparam": "over-parameterization", "rank": "rank-collapse",
          "nonlinear": "nonlinear-heads", "sequences": "causal-attention",
-         "ntp": "next-token", "reproduce": "paper-figures"}
+         "ntp": "next-token", "optimizers": "optimizer-norm", "reproduce": "paper-figures"}
 NO_CHART = {"tour", "reproduce"}
 SIDEBAR = '[data-testid="stSidebar"] [data-testid="stPageLink-NavLink"]'
 CHART = ".vega-embed canvas, .vega-embed svg"
@@ -86,14 +88,26 @@ def _visit(browser, url: str, chart: bool, ctx=None) -> tuple[float, float]:
 # The title and a chart drawn by the current run (Streamlit marks the previous run's
 # elements stale).
 FRESH = '[data-testid="stMain"] [data-testid="stElementContainer"]:not([data-stale="true"])'
-FRESH_TITLE, FRESH_CHART = f"{FRESH} h1", f"{FRESH} .vega-embed :is(canvas, svg)"
+OVERVIEW_TITLE = "Transformers as Support Vector Machines"
+FRESH_TITLE = f'{FRESH} h1:not(:has-text("{OVERVIEW_TITLE}"))'
+FRESH_CHART = f"{FRESH} .vega-embed :is(canvas, svg)"
+RUNNING = '[data-testid="stStatusWidget"]'
+
+
+def _settled(page, timeout_s: float = 60.0) -> None:
+    """Wait until the app's script run has ended (no "Running" status widget)."""
+    deadline = time.time() + timeout_s
+    time.sleep(0.3)
+    while time.time() < deadline and page.locator(RUNNING).count():
+        time.sleep(0.1)
 
 
 def _in_app(page, base: str, url: str, chart: bool) -> tuple[float, float]:
-    """From the Overview, click the sidebar link to `url`; seconds to the page's title drawn
-    by the new run (the "sidebar" column) and to its first chart."""
+    """From the Overview (its hero played), click the sidebar link to `url`; seconds to the
+    page's own title drawn by the new run (the "sidebar" column) and to its first chart."""
     page.goto(base, timeout=120_000)
     page.wait_for_selector(CHART, timeout=120_000)
+    _settled(page)
     link = page.locator(f'{SIDEBAR}[href^="{url}"]').first
     return _timed(page, link.click, FRESH_TITLE, FRESH_CHART if chart else None)
 

@@ -15,7 +15,12 @@ from attsvm import experiments
 
 from . import about, hosted
 
-FRAMES = (0, 10, 25, 50, 100, 175, 275, 400, 600, 900, 1300, 2000)
+FRAMES = (0, 25, 100, 275, 600, 1300, 2000)
+# Each frame replaces the chart and the browser embeds it anew; frames that come faster
+# than it draws them only delay the first picture. Returning visitor, the Overview's first
+# chart (benchmarks/first_look.py, medians of 7, two runs each): 3.8 s with twelve frames
+# 0.12 s apart, 2.8-3.1 s with these seven, the first left 0.6 s to draw.
+FIRST_PAUSE_S, TICK_S = 0.6, 0.2
 PLAYED = "_hero_played"
 LABEL = {"W": "GD on W", "KQ": "GD on K Qᵀ"}
 SVM = {"fro": "W^mm (Frobenius)", "nuc": "W^mm_* (nuclear)"}
@@ -59,9 +64,19 @@ def chart(paths: pd.DataFrame, rays: pd.DataFrame, tokens: pd.DataFrame, step: i
         width=430, height=400, title=f"step {step:,}: GD paths W(k) z_i against the SVM rays")
 
 
+@st.cache_data(max_entries=1, ttl=24 * 3600, show_spinner=False)
+def frames() -> list[dict]:
+    """The Vega-Lite spec of every frame of `FRAMES`, built once per server: building and
+    serializing the twelve Altair charts took ≈ 1.1 s of server CPU per visit, spent while
+    the visitor's browser was drawing the first frames."""
+    paths, rays, tokens, _ = hero_data()
+    return [chart(paths, rays, tokens, step).to_dict() for step in FRAMES]
+
+
 def render() -> None:
     """Draw the hero; play it once per session, then on "Replay"."""
-    paths, rays, tokens, corr = hero_data()
+    corr = hero_data()[3]
+    specs = frames()
     left, right = st.columns([3, 2], vertical_alignment="center")
     box = left.empty()
     with right:
@@ -80,7 +95,7 @@ def render() -> None:
         about.explain(st, "hero")
     play = replay or not st.session_state.get(PLAYED)
     st.session_state[PLAYED] = True
-    for step in (FRAMES if play else FRAMES[-1:]):
-        box.altair_chart(chart(paths, rays, tokens, step))
-        if play and step != FRAMES[-1]:
-            time.sleep(0.12)
+    for j in (range(len(FRAMES)) if play else [len(FRAMES) - 1]):
+        box.vega_lite_chart(spec=specs[j])
+        if play and j < len(FRAMES) - 1:
+            time.sleep(FIRST_PAUSE_S if j == 0 else TICK_S)
