@@ -8,9 +8,11 @@
    gradients. The loop is timed run by run on a subset of runs (all their steps); the
    median run times the number of runs stands for the full workload (every run costs the
    same: same sizes, same step count). Times are wall clock and this process's CPU time.
-   Then where the engine's time goes: the same call recording every 10th step (the loop
-   too), the GD arithmetic alone (two records), and `records_only`, a program that only
-   writes records of the same shapes, the floor under any engine returning that history.
+   The default (exact, centred) gradient is timed against the authors' (plain autodiff,
+   ‖∇L‖ + 2⁻⁵²) in interleaved pairs. Then where the engine's time goes: the same call
+   recording every 10th step (the loop too), the GD arithmetic alone (two records), and
+   `records_only`, a program that only writes records of the same shapes, the floor under
+   any engine returning that history.
 2. Recompilation: a new step size and a problem size in the same padding bucket must reuse
    the compiled program (`attsvm.engine.compile_count()` stays put).
 3. SVM solves (Clarabel): Frobenius and nuclear Att-SVM at (n, T, d) = (6, 8, 10),
@@ -28,7 +30,7 @@ import numpy as np
 from attsvm import problems
 from attsvm.batching import bucket
 from attsvm.engine import compile_count
-from attsvm.optimizers import DEFAULT_EPS
+from attsvm.optimizers import AUTHORS_GRADIENT, DEFAULT_EPS
 from attsvm.svm import solve_att_svm
 from attsvm.training import RIDGE_EPS, backend, default_init, train, train_batch
 
@@ -138,6 +140,13 @@ def bench_gd(*, runs: int, steps: int, loop_runs: int, repeats: int) -> dict:
         # one program at most (none when this process compiled it already, e.g. under pytest)
         assert compile_count() - traces <= 1, f"one call compiled {compile_count() - traces}×"
         warm, warm_cpu, warm_all = _median_time(call, repeats)
+        # the same call with the authors' gradient (plain autodiff softmax, ‖∇L‖ + 2⁻⁵²),
+        # interleaved with the default so that a slow moment of the machine hits both
+        authors = lambda: train_batch(probs, param=param, steps=steps, lr=0.1,  # noqa: E731
+                                      **AUTHORS_GRADIENT)
+        authors()
+        pairs = [(_timed(call)[1], _timed(authors)[1]) for _ in range(repeats)]
+        exact_cost = statistics.median(a / b for a, b in pairs)
         call(sparse), call(steps)                                   # compile the variants
         warm_sparse = _median_time(lambda: call(sparse), repeats)[0]
         warm_compute = _median_time(lambda: call(steps), repeats)[0]
@@ -169,11 +178,15 @@ def bench_gd(*, runs: int, steps: int, loop_runs: int, repeats: int) -> dict:
                           warm_all=warm_all, loop_subset=loop_subset, loop_full=loop_full,
                           loop_full_cpu=loop_full_cpu, agree=agree, warm_sparse=warm_sparse,
                           loop_sparse=loop_sparse, warm_compute=warm_compute, floor=floor,
+                          exact_cost=exact_cost,
                           floor_faults=faults)
         print(f"  {param:2s}  train_batch cold (trace + compile + run): {cold:6.3f} s wall, "
               f"{cold_cpu:6.3f} s CPU")
         print(f"      train_batch warm, median of {repeats}: {warm:6.3f} s wall "
               f"({', '.join(f'{x:.3f}' for x in warm_all)}), {warm_cpu:6.3f} s CPU")
+        print(f"      the exact default gradient costs {exact_cost:4.2f}× the authors' "
+              f"(CPU, median of {repeats} interleaved pairs; "
+              f"{statistics.median(b for _, b in pairs):6.3f} s CPU with theirs)")
         print(f"      numpy loop, {loop_runs} runs × {steps} steps timed: {loop_subset:6.3f} s "
               f"({loop_subset / (loop_runs * steps) * 1e6:5.1f} µs/step); median run × "
               f"{runs} runs: {loop_full:6.2f} s wall, {loop_full_cpu:6.2f} s CPU")

@@ -33,5 +33,7 @@ def test_bench_gd_runs_and_agrees_with_the_loop(capsys):
         assert r["agree"] < 1e-12
         assert all(r[k] > 0 for k in ("warm", "warm_sparse", "warm_compute", "floor",
                                       "loop_full", "loop_sparse"))
+        assert r["exact_cost"] > 0
     text = capsys.readouterr().out
     assert "floor: writing the same 2×21 records" in text
+    assert "the exact default gradient costs" in text
