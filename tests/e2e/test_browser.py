@@ -148,6 +148,14 @@ def _settle(page, charts: bool = False):
         time.sleep(0.4)
 
 
+def wait_idle(page, timeout_s: float = PAGE_TIMEOUT_MS / 1000) -> None:
+    """Wait until no script run is in progress (Streamlit's status widget is gone)."""
+    deadline = time.time() + timeout_s
+    time.sleep(0.3)
+    while time.time() < deadline and page.locator('[data-testid="stStatusWidget"]').count():
+        time.sleep(0.2)
+
+
 def _check_clean(page, name: str):
     bad = page.locator(BAD)
     if bad.count():

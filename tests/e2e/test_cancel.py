@@ -2,10 +2,15 @@
 progress and a Cancel button; Cancel stops it (it stays cancelled), Run again restarts it."""
 from __future__ import annotations
 
-import time
-
 import pytest
-from test_browser import PAGE_TIMEOUT_MS, SHOTS, _check_clean, browser, server  # noqa: F401
+from test_browser import (  # noqa: F401
+    PAGE_TIMEOUT_MS,
+    SHOTS,
+    _check_clean,
+    browser,
+    server,
+    wait_idle,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -31,7 +36,7 @@ def test_cancel_stops_a_long_sweep_and_run_again_restarts_it(server, browser):  
         # Click "Run again" once the cancelled run has ended (CI once clicked it while that
         # run was still finishing and then never saw a new Cancel button); if the button
         # still does not come, keep a screenshot and the page's text for the report.
-        _idle(page)
+        wait_idle(page)
         page.get_by_role("button", name="Run again").click()
         try:
             page.get_by_role("button", name="Cancel").wait_for(timeout=PAGE_TIMEOUT_MS)
@@ -45,10 +50,3 @@ def test_cancel_stops_a_long_sweep_and_run_again_restarts_it(server, browser):  
     finally:
         page.close()
 
-
-def _idle(page, timeout_s: float = PAGE_TIMEOUT_MS / 1000):
-    """Wait until no script run is in progress (Streamlit's status widget is gone)."""
-    deadline = time.time() + timeout_s
-    time.sleep(0.3)
-    while time.time() < deadline and page.locator('[data-testid="stStatusWidget"]').count():
-        time.sleep(0.2)

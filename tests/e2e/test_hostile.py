@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_browser import ARGS, CHROMIUM, PAGE_TIMEOUT_MS, ROOT, streamlit_server
+from test_browser import ARGS, CHROMIUM, PAGE_TIMEOUT_MS, ROOT, streamlit_server, wait_idle
 from test_browser import healthy as _healthy
 
 sys.path.insert(0, str(ROOT / "tests"))
@@ -54,9 +54,7 @@ def _drawn(page):
     page.wait_for_selector('[data-testid="stMain"] h1', timeout=PAGE_TIMEOUT_MS)
     page.wait_for_selector('[data-testid="stSidebar"] [data-testid="stPageLink-NavLink"]',
                            timeout=PAGE_TIMEOUT_MS)
-    deadline = time.time() + PAGE_TIMEOUT_MS / 1000
-    while time.time() < deadline and page.locator('[data-testid="stStatusWidget"]').count():
-        time.sleep(0.3)
+    wait_idle(page)
     time.sleep(0.5)
 
 
