@@ -44,7 +44,7 @@ from ui import hosted, sidebar, tour  # noqa: E402  (imports JAX)
 
 hosted.load_secrets_mode()
 link = hosted.clean_link()
-sidebar.render(pages)
+sidebar.render(pages, page=page.url_path)
 tour.banner(by_file)
 note = st.sidebar.empty()                  # the "ignored link parameters" note, if any
 hosted.show_refused(note, page=page.url_path)

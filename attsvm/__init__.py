@@ -4,7 +4,7 @@ Library for "Transformers as Support Vector Machines" (Tarzanagh, Li, Thrampouli
 Oymak, 2023). JAX runs gradient descent (float64; importing attsvm turns on
 ``jax_enable_x64``), cvxpy solves the SVMs. The public API is `__all__` below.
 """
-# ruff: noqa: I001  (the public API in the order of the README)
+# ruff: noqa: I001  (the public API in the order of docs/library.md)
 from .problems import (Problem, random_problem, paper_problem, token_scores, optimal_tokens,
                        PRESETS)
 from .training import train, train_batch, default_init, backend

@@ -133,11 +133,36 @@ def build_bundle(*, problem: Problem | None, run: Trajectory | None = None,
         tables: name → pandas DataFrame (written as CSV).
         page, url: where the result was shown; the link that restores it.
         max_records: most trajectory records exported (subsampled beyond).
-
-    Long because it writes every member of one zip in order (problem, run, solutions,
-    charts, tables, the reproduce script, the manifest); split, each part would need the zip
-    and the settings.
     """
+    solutions = _checked_inputs(problem, run, solutions)
+    if run is None and init is not None:
+        raise ValueError("`init` needs a `run` to go with it; got run=None")
+    meta: dict = {"format": FORMAT, "attsvm_version": __version__, "page": page, "url": url,
+                  "problem": None if problem is None else dict(
+                      n=problem.n, T=problem.T, d=problem.d, attention=problem.attention,
+                      head=problem.head, queries=problem.queries,
+                      query_index=problem.query_index, lam=problem.lam, name=problem.name),
+                  "settings": dict(settings or {}), "train": None, "runs": None,
+                  "trajectory": None, "solutions": {}, "tolerance": TOLERANCE}
+    # Members in order: data, trajectory, SVM solutions, tables and charts, then the manifest.
+    files = _data_files(problem)
+    if run is not None:
+        files.update(_trajectory_files(run, train, init, solutions, max_records, meta))
+    files.update(_svm_files(solutions, meta))
+    files.update(_table_and_chart_files(tables, charts))
+    meta["files"] = sorted(files) + ["settings.json", "reproduce.py"]
+    files["settings.json"] = json.dumps(meta, indent=2, default=_jsonable).encode()
+    files["reproduce.py"] = REPRODUCE.encode()
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name in sorted(files):
+            zf.writestr(zipfile.ZipInfo(name, _STAMP), files[name],
+                        compress_type=zipfile.ZIP_DEFLATED)
+    return buf.getvalue()
+
+
+def _checked_inputs(problem, run, solutions) -> dict:
+    """The bundle's inputs checked at the boundary; returns the solutions as a dict."""
     if problem is None and (run is not None or solutions):
         raise ValueError("`problem` must be given with a run or solutions; got None")
     if problem is not None and not isinstance(problem, Problem):
@@ -151,55 +176,54 @@ def build_bundle(*, problem: Problem | None, run: Trajectory | None = None,
         if not isinstance(sol, SvmSolution):
             raise ValueError(f"`solutions[{name!r}]` must be an SvmSolution; got "
                              f"{type(sol).__name__}")
-    files: dict[str, bytes] = {}
-    meta: dict = {"format": FORMAT, "attsvm_version": __version__, "page": page, "url": url,
-                  "problem": None if problem is None else dict(
-                      n=problem.n, T=problem.T, d=problem.d, attention=problem.attention,
-                      head=problem.head, queries=problem.queries,
-                      query_index=problem.query_index, lam=problem.lam, name=problem.name),
-                  "settings": dict(settings or {}), "train": None, "runs": None,
-                  "trajectory": None, "solutions": {}, "tolerance": TOLERANCE}
+    return solutions
 
-    # -- data -------------------------------------------------------------------------------
+
+def _data_files(problem: Problem | None) -> dict[str, bytes]:
+    """data/problem.npz (and .csv where the upload format can hold the problem)."""
     if problem is None:
-        pass
-    elif problem.queries == "single":
-        files["data/problem.npz"] = _npz(**problem_arrays(problem))
-        try:
-            files["data/problem.csv"] = problem_to_csv(problem)
-        except ValueError:          # quadratic head / non-default query: NPZ only
-            pass
-    else:
-        files["data/problem.npz"] = _npz(
+        return {}
+    if problem.queries != "single":
+        return {"data/problem.npz": _npz(
             X=problem.X, Y=problem.Y, Z=problem.Z, v=problem.v, V=problem.V,
             head=np.array(problem.head), lam=np.array(problem.lam),
-            queries=np.array(problem.queries))
+            queries=np.array(problem.queries))}
+    files = {"data/problem.npz": _npz(**problem_arrays(problem))}
+    try:
+        files["data/problem.csv"] = problem_to_csv(problem)
+    except ValueError:          # quadratic head / non-default query: NPZ only
+        pass
+    return files
 
-    # -- trajectory -------------------------------------------------------------------------
-    if run is not None:
-        cfg = _train_settings(run, train)
-        meta["train"] = cfg
-        meta["runs"] = len(run) if run.batched else None
-        meta["backend"] = run.backend
-        ax = 1 if run.batched else 0
-        k = run.W.shape[ax]
-        per = run.W[..., 0, :, :].size + np.take(run.probs, 0, axis=ax).size
-        keep = subsample(k, min(max_records, max(2, MAX_FLOATS // max(per, 1))))
-        take = lambda a: np.take(a, keep, axis=ax)  # noqa: E731
-        files["trajectory/trajectory.npz"] = _npz(
-            index=keep, steps=np.asarray(run.steps)[keep], W=take(run.W), probs=take(run.probs),
-            loss=take(run.loss), grad_norm=take(run.grad_norm), K=run.K, Q=run.Q,
-            overflow_at=run.overflow_at)
-        files["trajectory/trajectory.csv"] = _trajectory_csv(run, keep, solutions)
-        meta["trajectory"] = dict(records=int(k), exported=int(len(keep)),
-                                  subsampled=bool(len(keep) < k))
-        ini = _init_arrays(init, cfg["param"], run.batched)
-        if ini is not None:
-            files["data/init.npz"] = _npz(**ini)
-    elif init is not None:
-        raise ValueError("`init` needs a `run` to go with it; got run=None")
 
-    # -- SVM solutions ----------------------------------------------------------------------
+def _trajectory_files(run: Trajectory, train, init, solutions: dict, max_records: int,
+                      meta: dict) -> dict[str, bytes]:
+    """trajectory/*.npz|csv and data/init.npz; records the GD settings in `meta`."""
+    cfg = _train_settings(run, train)
+    meta["train"] = cfg
+    meta["runs"] = len(run) if run.batched else None
+    meta["backend"] = run.backend
+    ax = 1 if run.batched else 0
+    k = run.W.shape[ax]
+    per = run.W[..., 0, :, :].size + np.take(run.probs, 0, axis=ax).size
+    keep = subsample(k, min(max_records, max(2, MAX_FLOATS // max(per, 1))))
+    take = lambda a: np.take(a, keep, axis=ax)  # noqa: E731
+    files = {"trajectory/trajectory.npz": _npz(
+        index=keep, steps=np.asarray(run.steps)[keep], W=take(run.W), probs=take(run.probs),
+        loss=take(run.loss), grad_norm=take(run.grad_norm), K=run.K, Q=run.Q,
+        overflow_at=run.overflow_at)}
+    files["trajectory/trajectory.csv"] = _trajectory_csv(run, keep, solutions)
+    meta["trajectory"] = dict(records=int(k), exported=int(len(keep)),
+                              subsampled=bool(len(keep) < k))
+    ini = _init_arrays(init, cfg["param"], run.batched)
+    if ini is not None:
+        files["data/init.npz"] = _npz(**ini)
+    return files
+
+
+def _svm_files(solutions: dict, meta: dict) -> dict[str, bytes]:
+    """svm/<name>.npz, svm/<name>_W.csv and svm/solutions.csv; records them in `meta`."""
+    files: dict[str, bytes] = {}
     summary = ["name,norm,feasible,status,objective,alpha"]
     for name, sol in solutions.items():
         alpha = np.asarray(sol.alpha)
@@ -217,8 +241,12 @@ def build_bundle(*, problem: Problem | None, run: Trajectory | None = None,
                        f'"{" ".join(str(int(a)) for a in alpha.ravel())}"')
     if solutions:
         files["svm/solutions.csv"] = ("\n".join(summary) + "\n").encode()
+    return files
 
-    # -- tables and charts --------------------------------------------------------------------
+
+def _table_and_chart_files(tables: Mapping | None, charts: Mapping | None) -> dict[str, bytes]:
+    """tables/<name>.csv and charts/<name>.json|.html, names and types checked."""
+    files: dict[str, bytes] = {}
     for name, df in (tables or {}).items():
         _check_name("tables", name)
         if not hasattr(df, "to_csv"):
@@ -233,16 +261,7 @@ def build_bundle(*, problem: Problem | None, run: Trajectory | None = None,
         if not name.endswith((".json", ".html")):
             name += ".html" if text.lstrip().startswith("<") else ".json"
         files[f"charts/{name}"] = text.encode()
-
-    meta["files"] = sorted(files) + ["settings.json", "reproduce.py"]
-    files["settings.json"] = json.dumps(meta, indent=2, default=_jsonable).encode()
-    files["reproduce.py"] = REPRODUCE.encode()
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name in sorted(files):
-            zf.writestr(zipfile.ZipInfo(name, _STAMP), files[name],
-                        compress_type=zipfile.ZIP_DEFLATED)
-    return buf.getvalue()
+    return files
 
 
 def _trajectory_csv(run: Trajectory, keep: np.ndarray, solutions: dict) -> bytes:

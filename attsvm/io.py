@@ -209,33 +209,11 @@ def _shape_text(shape) -> str:
 
 # -- CSV ------------------------------------------------------------------------------------
 def _read_csv(data: bytes, L) -> dict:
-    """The arrays of an uploaded CSV, every cell checked against the caps `L`. Long because it
-    is one pass over the rows, each kind of row checked where it is read."""
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise _err("file", "UTF-8 text (a CSV) or an .npz file",
-                   f"undecodable bytes at offset {exc.start}") from exc
-    if "\x00" in text:
-        raise _err("file", "text (a CSV) or an .npz file", "binary data")
-    max_rows = L.max_n * (L.max_T + 1) + L.max_d + 1
-    max_cols = 4 + L.max_d
-    rows = csv.reader(io.StringIO(text, newline=""))
-    try:
-        header = next(rows)
-    except StopIteration:
-        raise _err("file", "a CSV with a header row", "no rows") from None
-    except csv.Error as exc:
-        raise _err("file", "a well-formed CSV", f"a parse error ({exc})") from None
-    header = [h.strip() for h in header]
-    if len(header) > max_cols:
-        raise _err("file", f"a CSV with at most {max_cols} columns (d ≤ {L.max_d}) in "
-                   f"{L.mode} mode", f"{len(header)} columns")
+    """The arrays of an uploaded CSV, every cell checked against the caps `L`: one pass over
+    the rows, each kind of row checked where it is read."""
+    rows, header = _csv_header(data, L)
     d = len(header) - 4
-    want = ["kind", "seq", "token", "label"] + [f"f{j}" for j in range(max(d, 0))]
-    if d < 1 or [h.lower() for h in header] != want:
-        raise _err("file", "a CSV whose header is kind,seq,token,label,f0,…,f{d-1} (d ≥ 1)",
-                   quote_text(",".join(header)))
+    max_rows = L.max_n * (L.max_T + 1) + L.max_d + 1
     x, z, v, V = {}, {}, None, {}
     labels = {}
     for line, row in enumerate(_rows(rows, max_rows), start=2):
@@ -271,6 +249,11 @@ def _read_csv(data: bytes, L) -> dict:
             V[r] = vals
         else:
             raise _err("kind", f"one of {list(CSV_KINDS)}", f"{quote_text(kind)} on line {line}")
+    return _csv_arrays(x, labels, z, v, V, d)
+
+
+def _csv_arrays(x: dict, labels: dict, z: dict, v, V: dict, d: int) -> dict:
+    """The CSV's rows as arrays X, Y (and Z, v, V), every sequence and token present."""
     if not x:
         raise _err("tokens", "at least one x row", "none")
     n = max(i for i, _ in x) + 1
@@ -293,6 +276,35 @@ def _read_csv(data: bytes, L) -> dict:
             raise _err("relu head V", f"rows 0…{d - 1}", f"{len(V)} rows")
         out["V"] = np.array([V[r] for r in range(d)])
     return out
+
+
+def _csv_header(data: bytes, L):
+    """(the row reader past the header, the header) of an uploaded CSV, the header checked."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise _err("file", "UTF-8 text (a CSV) or an .npz file",
+                   f"undecodable bytes at offset {exc.start}") from exc
+    if "\x00" in text:
+        raise _err("file", "text (a CSV) or an .npz file", "binary data")
+    max_cols = 4 + L.max_d
+    rows = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(rows)
+    except StopIteration:
+        raise _err("file", "a CSV with a header row", "no rows") from None
+    except csv.Error as exc:
+        raise _err("file", "a well-formed CSV", f"a parse error ({exc})") from None
+    header = [h.strip() for h in header]
+    if len(header) > max_cols:
+        raise _err("file", f"a CSV with at most {max_cols} columns (d ≤ {L.max_d}) in "
+                   f"{L.mode} mode", f"{len(header)} columns")
+    d = len(header) - 4
+    want = ["kind", "seq", "token", "label"] + [f"f{j}" for j in range(max(d, 0))]
+    if d < 1 or [h.lower() for h in header] != want:
+        raise _err("file", "a CSV whose header is kind,seq,token,label,f0,…,f{d-1} (d ≥ 1)",
+                   quote_text(",".join(header)))
+    return rows, header
 
 
 def _rows(reader, max_rows: int):

@@ -182,7 +182,7 @@ def sphere_work(*, n: int, T: int, d: int, param: str = "W", minimizations: int 
     evaluation 3·10⁵ + 8·n·T·d² (+ 4·d³ for K Qᵀ). Measured here on a busy machine (about 3×
     slower than quiet): default (6, 8, 10) 49 evaluations per minimization at 1.14 ms;
     (16, 16, 16) 85 at 2.6 ms; (32, 32, 16) 158 at 6.7 ms. The constants are scaled to the
-    quiet default run (2.7 s for 144 minimizations, README)."""
+    quiet default run (2.7 s for 144 minimizations, docs/performance.md)."""
     evals = 50 + 0.12 * n * T
     per = 3e5 + 8 * n * T * d * d + (4 * d ** 3 if param == "KQ" else 0)
     return float(minimizations) * evals * per

@@ -7,8 +7,14 @@ W, H = 300, 230     # a panel's size
 
 
 def band(df, *, x, y, color, title, y_title, scale=None, log_y=False, width=W, height=H):
-    """mean line ± std band."""
+    """mean line ± std band. On a log axis (`log_y`) rows whose mean is not positive are
+    left out and the band's lower edge is clipped at mean/10 where mean − std ≤ 0: a single
+    non-positive value would otherwise leave Vega's log scale without a domain and the
+    whole panel blank."""
     df = df.assign(lo=df["mean"] - df["std"], hi=df["mean"] + df["std"])
+    if log_y:
+        df = df[df["mean"] > 0]
+        df = df.assign(lo=df["lo"].where(df["lo"] > 0, df["mean"] / 10))
     ys = alt.Scale(type="log") if log_y else alt.Scale(zero=False)
     enc_c = alt.Color(
         f"{color}:N",

@@ -15,15 +15,16 @@ st.markdown("Each optimizer has its own implicit bias: its W(k)/‖W(k)‖ appro
             "attention SVM of *its* norm. All runs train the combined W from W = 0 on the "
             "sidebar's problem.")
 THEORY = studies.OPTIMIZER_THEORY
-c = st.columns(5)
-names = c[0].multiselect("optimizers", list(THEORY), default=["ngd", "nmd", "sign", "spectral"],
-                         format_func=lambda o: THEORY[o][0], key="opt_names", **BOUND)
-p = c[1].number_input("p (ℓp-MD)", 1.1, 4.0, 1.5, 0.05, key="opt_p", **BOUND)
-steps = c[2].selectbox("steps", [500, 1000, 2000, 5000, 10000], index=2, key="opt_steps",
+# the picker has a row of its own: in a narrow column its chips cut the names short
+names = st.multiselect("optimizers", list(THEORY), default=["ngd", "nmd", "sign", "spectral"],
+                       format_func=lambda o: THEORY[o][0], key="opt_names", **BOUND)
+c = st.columns(4)
+p = c[0].number_input("p (ℓp-MD)", 1.1, 4.0, 1.5, 0.05, key="opt_p", **BOUND)
+steps = c[1].selectbox("steps", [500, 1000, 2000, 5000, 10000], index=2, key="opt_steps",
                        **BOUND)
-scale = c[3].number_input("step-size × ", 0.01, 100.0, 1.0, key="opt_scale", **BOUND,
+scale = c[2].number_input("step-size × ", 0.01, 100.0, 1.0, key="opt_scale", **BOUND,
                           help="multiplies every optimizer's default step size")
-thr = c[4].selectbox("threshold", [0.9, 0.99, 0.999], index=1, key="opt_thr", **BOUND)
+thr = c[3].selectbox("threshold", [0.9, 0.99, 0.999], index=1, key="opt_thr", **BOUND)
 measure = st.radio("heat map", ["correlation", "margin ratio"], horizontal=True,
                    key="opt_measure", **BOUND, help="margin ratio = 1 iff W/‖W‖ solves that "
                    "norm's SVM — fair also where the SVM is not unique (ℓ∞, spectral)")

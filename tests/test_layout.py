@@ -94,3 +94,35 @@ def test_the_library_counts_compiles_without_jax_private_api():
     private = [str(p.relative_to(ROOT)) for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")
                if "._cache_size(" in p.read_text()]
     assert not private, private
+
+
+def _function_lengths(root: Path):
+    """(path:name, lines) of every function under `root`, counted from its `def` line to its
+    last line (docstring included, decorators not)."""
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield f"{path.relative_to(ROOT)}:{node.name}", node.end_lineno - node.lineno + 1
+
+
+def test_no_function_in_the_library_or_the_charts_exceeds_80_lines():
+    long = {name: n for pkg in ("attsvm", "attsvm_charts")
+            for name, n in _function_lengths(ROOT / pkg) if n > 80}
+    assert not long, long
+
+
+def test_only_the_experiments_and_the_command_line_import_the_experiments():
+    # experiments/ is the library's top floor: it composes the rest. Below it nothing may
+    # reach up into it; the command line (attsvm/__main__.py) is the one entry above it.
+    # The charts, ui/ and pages/ sit above the library and may import it.
+    files = {p: _module_name(p) for p in (ROOT / "attsvm").rglob("*.py")}
+    modules = set(files.values())
+    up = {}
+    for p, name in files.items():
+        if name.startswith("attsvm.experiments") or name == "attsvm.__main__":
+            continue
+        bad = sorted(d for d in _imports(p, name, modules)
+                     if d == "attsvm.experiments" or d.startswith("attsvm.experiments."))
+        if bad:
+            up[name] = bad
+    assert not up, up

@@ -1,7 +1,7 @@
 """The load test at a small N (slow): simultaneous visitors of a hosted-mode server all get
 their charts, with no error box, and server memory stays bounded.
 
-The full run (N = 1, 5, 20) is `python loadtest/loadtest.py`; see README "Hosting the demo".
+The full run (N = 1, 5, 20) is `python loadtest/loadtest.py`; see docs/hosting.md "Load test".
 Skipped when Debian's chromium or Playwright is missing, unless CI is set (then it fails).
 """
 from __future__ import annotations

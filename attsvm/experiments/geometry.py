@@ -80,10 +80,38 @@ class Settings:
 
 
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
-    """The experiment, step by step as the authors' notebooks run it (initializations, GD for
-    both parameterizations, both SVMs, correlations at the reported steps); long because it
-    reads in the notebook's order."""
+    """The experiment in the authors' notebooks' order: initializations, GD for both
+    parameterizations, both SVMs, then the frames (tokens, paths, rays, correlations)."""
     prob = paper_problem(s.preset)
+    trajs = _train_both(prob, s, progress)
+    progress(0.9, "SVMs")
+    svms = {norm: solve_att_svm(prob, None, norm) for norm in ("fro", "nuc")}
+    paths, corr = _path_frames(prob, trajs, svms)
+    svm_rows = [
+        dict(
+            svm=norm,
+            entry=f"W[{a},{b}]",
+            ours=float(sol.W[a, b]) if sol.feasible else np.nan,
+            paper=REFERENCE_SVM[s.preset][norm][a][b],
+        )
+        for norm, sol in svms.items()
+        for a in range(2)
+        for b in range(2)
+    ]
+    frames = {
+        "tokens": _token_frame(prob),
+        "paths": paths,
+        "rays": _ray_frame(prob, svms, reach=float(np.hypot(paths.x, paths.y).max()) * 1.1),
+        "correlation": corr,
+        "svm": pd.DataFrame(svm_rows),
+    }
+    return Result(
+        name=s.preset, frames=frames, summary=_summary(s, corr, svms), settings=settings_dict(s)
+    )
+
+
+def _train_both(prob, s: Settings, progress: Progress) -> dict:
+    """{param: Trajectory}: normalized GD on W from 0 and on (K, Q) from (kq_scale·N, 0)."""
     d = prob.d
     rng = np.random.default_rng(s.seed)
     inits = {
@@ -104,12 +132,14 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
             record_every=1,
             devices=jax.devices()[:1],
         )[0]
-    progress(0.9, "SVMs")
-    svms = {norm: solve_att_svm(prob, None, norm) for norm in ("fro", "nuc")}
-    Z = prob.Z
+    return trajs
+
+
+def _token_frame(prob) -> pd.DataFrame:
+    """One row per token: its coordinates, score and whether it is its sequence's optimum."""
     opt = optimal_tokens(prob)
     g = token_scores(prob)
-    tokens = pd.DataFrame(
+    return pd.DataFrame(
         [
             dict(
                 seq=i + 1,
@@ -123,9 +153,13 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
             for t in range(prob.T)
         ]
     )
+
+
+def _path_frames(prob, trajs: dict, svms: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The paths k ↦ W(k) z_i and corr(W(k), each SVM) for both parameterizations."""
     paths, corr = [], []
     for param, tr in trajs.items():
-        WZ = np.einsum("kab,ib->kia", tr.W, Z)  # (k, n, 2): W(k) z_i
+        WZ = np.einsum("kab,ib->kia", tr.W, prob.Z)  # (k, n, 2): W(k) z_i
         for i in range(prob.n):
             paths.append(
                 pd.DataFrame(
@@ -137,38 +171,21 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
         for norm, sol in svms.items():
             c = correlation(tr.W[1:], sol.W) if sol.feasible else np.full(len(tr.steps) - 1, np.nan)
             corr.append(pd.DataFrame(dict(param=param, svm=norm, step=tr.steps[1:], corr=c)))
-    paths = pd.concat(paths, ignore_index=True)
-    corr = pd.concat(corr, ignore_index=True)
-    reach = float(np.hypot(paths.x, paths.y).max()) * 1.1 or 1.0
+    return pd.concat(paths, ignore_index=True), pd.concat(corr, ignore_index=True)
+
+
+def _ray_frame(prob, svms: dict, *, reach: float) -> pd.DataFrame:
+    """The rays t·W^mm z_i and t·W^mm_* z_i, drawn to length `reach` (1 when it is 0)."""
+    reach = reach or 1.0
     rays = []
     for norm, sol in svms.items():
         if not sol.feasible:
             continue
         for i in range(prob.n):
-            v = sol.W @ Z[i]
+            v = sol.W @ prob.Z[i]
             v = v / np.linalg.norm(v) * reach
             rays.append(dict(svm=norm, query=f"z{i + 1}", x0=0.0, y0=0.0, x=v[0], y=v[1]))
-    svm_rows = [
-        dict(
-            svm=norm,
-            entry=f"W[{a},{b}]",
-            ours=float(sol.W[a, b]) if sol.feasible else np.nan,
-            paper=REFERENCE_SVM[s.preset][norm][a][b],
-        )
-        for norm, sol in svms.items()
-        for a in range(2)
-        for b in range(2)
-    ]
-    frames = {
-        "tokens": tokens,
-        "paths": paths,
-        "rays": pd.DataFrame(rays),
-        "correlation": corr,
-        "svm": pd.DataFrame(svm_rows),
-    }
-    return Result(
-        name=s.preset, frames=frames, summary=_summary(s, corr, svms), settings=settings_dict(s)
-    )
+    return pd.DataFrame(rays)
 
 
 def _summary(s, corr, svms) -> dict:

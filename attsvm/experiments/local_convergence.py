@@ -96,8 +96,8 @@ class Settings:
 
 
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
-    """The experiment in the authors' order (data, GD for each parameterization, SVMs at GD's
-    selections, correlation curves, softmax statistics); long because it reads in the
+    """The experiment in the authors' order: data, GD for each parameterization, SVMs at GD's
+    selections, correlation curves, softmax statistics; long because it reads in the
     notebook's order."""
     probs = [random_problem(s.n, s.T, s.d, seed=s.data_seed + r) for r in range(s.runs)]
     opt = np.stack([token_scores(p).argmax(-1) for p in probs])  # (R, n)
@@ -120,29 +120,9 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
     curves, runs_rows = [], []
     for param in s.params:
         tr = trajs[param]
-        per = {"softmax": tr["probs"].max(-1).mean(-1)}  # (R, k)
-        for norm in ("fro", "nuc"):
-            per[f"corr_{norm}"] = np.stack(
-                [
-                    correlation(tr["W"][r], W_svm[norm][(r, tuple(alphas[param][r]))])
-                    if W_svm[norm][(r, tuple(alphas[param][r]))] is not None
-                    else np.full(len(tr["steps"]), np.nan)
-                    for r in range(s.runs)
-                ]
-            )
+        per = _per_run(tr, alphas[param], W_svm)
         for measure, vals in per.items():
-            ok = np.isfinite(vals)
-            cnt = ok.sum(0)
-            mean = (
-                np.nanmean(np.where(ok, vals, np.nan), axis=0)
-                if ok.any()
-                else np.full(vals.shape[1], np.nan)
-            )
-            std = (
-                np.nanstd(np.where(ok, vals, np.nan), axis=0, ddof=1)
-                if (cnt > 1).all()
-                else np.zeros(vals.shape[1])
-            )
+            mean, std, cnt = _band(vals)
             curves.append(
                 pd.DataFrame(
                     dict(
@@ -182,6 +162,38 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
         settings=settings_dict(s),
         notes=NOTES,
     )
+
+
+def _per_run(tr: dict, alphas, W_svm: dict) -> dict:
+    """{measure: (R, k)}: mean selected softmax weight, corr with W^mm_α and W^mm_*,α
+    (NaN where the SVM at the run's selection α is infeasible)."""
+    per = {"softmax": tr["probs"].max(-1).mean(-1)}  # (R, k)
+    for norm in ("fro", "nuc"):
+        rows = []
+        for r, a in enumerate(alphas):
+            W = W_svm[norm][(r, tuple(a))]
+            rows.append(correlation(tr["W"][r], W) if W is not None
+                        else np.full(len(tr["steps"]), np.nan))
+        per[f"corr_{norm}"] = np.stack(rows)
+    return per
+
+
+def _band(vals: np.ndarray) -> tuple:
+    """Mean, std (ddof 1; 0 where fewer than two runs count) and count of the finite values
+    of (R, k) per step."""
+    ok = np.isfinite(vals)
+    cnt = ok.sum(0)
+    mean = (
+        np.nanmean(np.where(ok, vals, np.nan), axis=0)
+        if ok.any()
+        else np.full(vals.shape[1], np.nan)
+    )
+    std = (
+        np.nanstd(np.where(ok, vals, np.nan), axis=0, ddof=1)
+        if (cnt > 1).all()
+        else np.zeros(vals.shape[1])
+    )
+    return mean, std, cnt
 
 
 def _value(curve, param, measure, step):

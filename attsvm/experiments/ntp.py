@@ -30,15 +30,14 @@ from .. import limits
 from ..metrics import correlation
 from ..ntp import (
     NTPProblem,
-    decomposition,
     gd,
     local_graphs,
     loss_floor,
     priority_graphs,
     random_ntp_problem,
     solve_graph_svm,
-    top_scc_mass,
 )
+from ..ntp.gd import curves
 from ..ntp.problem import check_sizes
 from ..problems import check_float, check_int
 from .core import Progress, Result, fmt, mean_std, no_progress, settings_dict
@@ -189,16 +188,6 @@ def _per_instance(probs, progress: Progress, start: float, one) -> list:
         out.append(one(r, p))
         progress(start + (1 - start) * (r + 1) / len(probs), f"instance {r}")
     return out
-
-
-def curves(prob: NTPProblem, tr, fin, W_svm, *, scc=None, anchors=None) -> pd.DataFrame:
-    """Per recorded step: loss, the decomposition measures (`attsvm.ntp.decomposition`),
-    R(τ) = ⟨W(τ), W^svm⟩/‖W^svm‖² and the mean attention mass on the top SCC."""
-    dec = decomposition(prob, tr.W, fin.W, W_svm, scc, anchors)
-    return pd.DataFrame(dict(step=tr.steps, loss=tr.loss, corr_svm=dec["corr_svm"],
-                             corr_fit=dec["corr_fit"], corr_perp=dec["corr_perp"],
-                             wfin_gap=dec["wfin_gap"], R=dec["R"],
-                             top_mass=top_scc_mass(prob, tr.probs, scc, anchors).mean(-1)))
 
 
 def _long(frames: list[pd.DataFrame], measures) -> pd.DataFrame:

@@ -32,7 +32,7 @@ import numpy as np
 from ..engine import TraceCounter
 from ..model import jax, jnp
 from ..problems import check_choice, check_float, check_int, check_record_every
-from .graph import cyclic_basis, project, reduced_mask, scc_ids
+from .graph import cyclic_basis, project, reduced_mask, scc_ids, top_scc_mass
 from .problem import NTPProblem
 
 HEADS = ("iden", "gen")
@@ -313,6 +313,18 @@ def decomposition(prob: NTPProblem, W, W_fin, W_svm, scc=None, anchors=None) -> 
         wfin_gap=np.linalg.norm(PW - W_fin, axis=(-2, -1)),
         R=R,
     )
+
+
+def curves(prob: NTPProblem, tr, fin, W_svm, *, scc=None, anchors=None):
+    """Per recorded step (a pandas DataFrame): loss, the decomposition measures
+    (`decomposition`), R(τ) = ⟨W(τ), W^svm⟩/‖W^svm‖² and the mean attention mass on the
+    top SCC."""
+    import pandas as pd
+    dec = decomposition(prob, tr.W, fin.W, W_svm, scc, anchors)
+    return pd.DataFrame(dict(step=tr.steps, loss=tr.loss, corr_svm=dec["corr_svm"],
+                             corr_fit=dec["corr_fit"], corr_perp=dec["corr_perp"],
+                             wfin_gap=dec["wfin_gap"], R=dec["R"],
+                             top_mass=top_scc_mass(prob, tr.probs, scc, anchors).mean(-1)))
 
 
 def loss_floor(prob: NTPProblem, scc=None) -> float:

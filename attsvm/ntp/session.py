@@ -9,9 +9,8 @@ import numpy as np
 import pandas as pd
 
 from .. import limits
-from ..experiments.ntp import curves
 from . import gd
-from .gd import loss_floor
+from .gd import curves, loss_floor
 from .graph import PriorityGraphs, reduced_mask, top_scc_mass, top_scc_tokens
 from .problem import NTPProblem, random_ntp_problem
 
@@ -156,7 +155,7 @@ def _join(parts, every) -> dict:
 
 
 def frames(prob: NTPProblem, res: dict, W_svm) -> pd.DataFrame:
-    """Per-record measures (`attsvm.experiments.ntp.curves`); without a feasible Graph-SVM
+    """Per-record measures (`attsvm.ntp.gd.curves`); without a feasible Graph-SVM
     only the loss and the top-SCC mass."""
     tr, fin = res["tr"], res["fin"]
     if W_svm is None:

@@ -20,7 +20,7 @@ def test_geometry_1_reproduces_the_papers_correlations():
     kq_fro, kq_nuc = map(float, m["(K,Q)-GD: corr with W^mm / W^mm_*"].split(" / "))
     # each parameterization, its own norm. K Qᵀ: 0.998 at step 2,000 with the default exact
     # gradient; the authors' gradient shows > 0.999 only because its direction freezes
-    # near step 500 (README, Saturation)
+    # near step 500 (docs/library.md, Saturation)
     assert w_fro > 0.99 and kq_nuc > 0.99
     assert w_fro > w_nuc and kq_nuc > kq_fro
     assert len(charts(at)) == 2

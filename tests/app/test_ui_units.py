@@ -131,3 +131,21 @@ def test_shared_runs_keep_the_newest_and_drop_the_oldest():
     runs.put("b", 4)                       # a rewrite makes "b" the newest
     runs.put("d", 5)
     assert runs.get("c") is None and runs.get("b") == 4 and runs.get("d") == 5
+
+
+def test_a_log_band_gives_vega_only_positive_values():
+    """mean − std ≤ 0 (and a zero mean) must not reach a log axis: one such value leaves
+    the scale without a domain and the panel blank (the NTP charts' 1 − top-SCC mass)."""
+    import pandas as pd
+
+    from attsvm_charts.bands import band
+    df = pd.DataFrame(dict(step=[0, 1, 2, 3], mean=[0.5, 1e-3, 0.0, 2e-4],
+                           std=[0.1, 2e-3, 0.0, 1e-4], curve="c"))
+    spec = band(df, x="step", y="mean", color="curve", title="t", y_title="y",
+                log_y=True).to_dict()
+    rows = next(iter(spec["datasets"].values()))
+    assert [r["step"] for r in rows] == [0, 1, 3]
+    assert all(r["lo"] > 0 and r["mean"] > 0 for r in rows)
+    assert rows[1]["lo"] == pytest.approx(1e-4) and rows[2]["lo"] == pytest.approx(1e-4)
+    lin = band(df, x="step", y="mean", color="curve", title="t", y_title="y").to_dict()
+    assert len(next(iter(lin["datasets"].values()))) == 4     # a linear axis keeps every row

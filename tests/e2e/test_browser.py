@@ -180,8 +180,40 @@ def test_every_page_renders_without_errors(server, browser, path):
         if name not in NO_CHARTS_ON_LOAD:
             assert page.locator(".vega-embed").count() >= 1
         page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+        if name in PAGE_CHECKS:
+            PAGE_CHECKS[name](page)
     finally:
         page.close()
+
+
+def _sidebar_folds_away_unused_settings(page):
+    """A page with its own settings: the sidebar's problem and training controls are out of
+    sight under a label saying they are not used here (sidebar.OWN_SETTINGS)."""
+    from ui.sidebar import UNUSED_LABEL
+    side = page.locator('[data-testid="stSidebar"]')
+    box = side.bounding_box()
+    page.screenshot(path=str(SHOTS / "ntp-sidebar.png"),
+                    clip=dict(x=box["x"], y=box["y"], width=box["width"], height=700))
+    assert side.get_by_text(UNUSED_LABEL).is_visible()
+    for label in ("Data", "n", "Data seed", "Head", "step size η", "Initialization"):
+        field = side.get_by_label(label, exact=True)
+        assert not any(field.nth(i).is_visible() for i in range(field.count())), label
+
+
+def _optimizer_names_whole(page):
+    """The optimizer picker shows each chosen name whole (no chip cuts its text short)."""
+    from attsvm.studies import OPTIMIZER_THEORY
+    picker = page.locator('[data-testid="stMain"] [data-testid="stMultiSelect"]').first
+    picker.screenshot(path=str(SHOTS / "optimizers-picker.png"))
+    tags = picker.locator("[data-tag]")
+    names = [tags.nth(i).inner_text().strip() for i in range(tags.count())]
+    assert names == [OPTIMIZER_THEORY[o][0] for o in ("ngd", "nmd", "sign", "spectral")]
+    cut = [n for i, n in enumerate(names) if tags.nth(i).evaluate(
+        "t => [t, ...t.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1)")]
+    assert not cut, f"names cut short: {cut}"
+
+
+PAGE_CHECKS = {"ntp": _sidebar_folds_away_unused_settings, "optimizers": _optimizer_names_whole}
 
 
 def _iteration(page) -> tuple[int, int]:
