@@ -1,0 +1,243 @@
+"""Joint training of the head v and the attention W, and the two SVMs it reaches
+(docs/joint.md).
+
+MMTS (Tarzanagh, Li, Zhang, Oymak, arXiv 2306.13596, joint (v, p)) and MD-Att (Julistiono,
+Tarzanagh, Azizan, arXiv 2410.14581, joint (W, v) ℓp mirror descent): with the selection α
+that training reaches,
+
+    v^mm     = argmin ‖v‖       s.t.  Y_i vᵀ x_{iα_i} ≥ 1                  (head SVM)
+    S        = {i : Y_i v^mmᵀ x_{iα_i} = 1}                   (its support sequences)
+    W^relax  = argmin ‖W‖       s.t.  (x_{iα_i} − x_it)ᵀ W z_i ≥ 1 (i ∈ S), ≥ 0 (i ∉ S)
+    W^tight  = argmin ‖W‖       s.t.  (x_{iα_i} − x_it)ᵀ W z_i ≥ 1 for every i (Att-SVM_α)
+
+‖·‖ Frobenius/ℓ2 ("fro") or entrywise ℓp ("lp", both tensors). A sequence whose selected
+token has v-margin > 1 contributes a loss gradient exponentially smaller in ‖v‖ than the
+support sequences, so W only has to keep its selection there (≥ 0) — the relaxed SVM
+(arXiv 2306.13596). The MD-Att code solves the tight one for W; both are reported.
+
+Also here: the MMTS presets and the MD-Att toy (`joint_problem`), and `authors_loop`, a numpy
+port of the authors' loop in float32 or float64 (plain softmax backward, ε in the
+normalizers) — the GD engine is float64 only and always exact; this path exists to show
+the authors' figure next to the true limit.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cvxpy as cp
+import numpy as np
+
+from .problems import Problem, check_alpha, check_choice, check_float, check_int, optimal_tokens
+from .svm import (MAX_P, SOLVER, SOLVER_OPTS, SUPPORT_TOL, SvmSolution, constraint_rows,
+                  margins_and_support, solve_att_svm)
+
+JOINT_NORMS = ("fro", "lp")
+JOINT_PRESETS = ("mmts-relaxed", "mmts-tight", "mdatt-toy")
+
+
+@dataclass(frozen=True, eq=False)
+class JointSvm:
+    """The SVMs of joint (v, W) training at a selection α.
+
+    Attributes:
+        v: (d,) v^mm, or None if the head SVM is infeasible; v_status: its solver status.
+        v_margins: (n,) Y_i vᵀ x_{iα_i} (None if infeasible).
+        support: (n,) bool, the support sequences S of the head SVM (margin ≤ 1 + tol).
+        W: (d, d) the relaxed Att-SVM (≥ 1 on S, ≥ 0 elsewhere), or None; W_status.
+        W_margins: (n, T) its token margins; W_duals: (n, T) their multipliers.
+        W_tight: (d, d) the Att-SVM with every constraint ≥ 1, or None; tight: its full
+            `SvmSolution`.
+        alpha, norm, p: the selection and norm solved for.
+    """
+
+    v: np.ndarray | None
+    v_status: str
+    v_margins: np.ndarray | None
+    v_duals: np.ndarray | None
+    support: np.ndarray
+    W: np.ndarray | None
+    W_status: str
+    W_margins: np.ndarray | None
+    W_duals: np.ndarray | None
+    W_tight: np.ndarray | None
+    tight: SvmSolution
+    alpha: np.ndarray
+    norm: str
+    p: float | None
+
+    @property
+    def feasible(self) -> bool:
+        return self.v is not None and self.W is not None and self.W_tight is not None
+
+    @property
+    def differ(self) -> bool:
+        """Some sequence is not a support vector of the head SVM: relaxed ≠ tight problem."""
+        return self.v is not None and not bool(np.all(self.support))
+
+
+def _ok(status) -> bool:
+    return status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
+
+
+def _min_norm(A: np.ndarray, b: np.ndarray, norm: str, p):
+    """min ‖w‖ s.t. A w ≥ b (Clarabel): (status, w or None, multipliers or None). Frobenius
+    as ½‖w‖² (multipliers of that: w = Aᵀλ), ℓp as ‖w‖_p with exact power cones."""
+    w = cp.Variable(A.shape[1], name="w")
+    obj = 0.5 * cp.sum_squares(w) if norm == "fro" else cp.pnorm(w, p, approx=False)
+    con = A @ w >= b
+    prob = cp.Problem(cp.Minimize(obj), [con])
+    try:
+        prob.solve(solver=SOLVER, **SOLVER_OPTS)
+    except cp.error.SolverError as exc:
+        return f"solver_error: {exc}".splitlines()[0][:200], None, None
+    if _ok(prob.status) and w.value is not None and con.dual_value is not None:
+        return prob.status, np.asarray(w.value), np.asarray(con.dual_value)
+    return prob.status, None, None
+
+
+def head_svm(prob: Problem, alpha, norm: str = "fro", p: float | None = None):
+    """v^mm = argmin ‖v‖ s.t. Y_i vᵀ x_{iα_i} ≥ 1: (status, v or None, margins, duals)."""
+    A = prob.Y[:, None] * prob.X[np.arange(prob.n), np.asarray(alpha)]      # (n, d)
+    status, v, lam = _min_norm(A, np.ones(prob.n), norm, p)
+    return status, v, (None if v is None else A @ v), lam
+
+
+def solve_joint_svm(prob: Problem, alpha=None, norm: str = "fro", p: float | None = None, *,
+                    support_tol: float = SUPPORT_TOL) -> JointSvm:
+    """The head SVM v^mm, its support sequences, and the relaxed and tight Att-SVMs of W at α.
+
+    Args:
+        prob: a single-query problem (its own v is not used: v is trained).
+        alpha: (n,) the selection reached by training; None: the optimal tokens of prob.v.
+        norm: "fro" (GD/NGD/Polyak: ℓ2 for v, Frobenius for W) or "lp" (ℓp mirror descent:
+            entrywise ℓp for both), with p in (1, `svm.MAX_P`].
+        support_tol: sequence i is a support vector when Y_i v^mmᵀ x_{iα_i} ≤ 1 + support_tol.
+
+    Infeasible data is a result (None fields with the solver's status), not an error.
+    """
+    if not isinstance(prob, Problem):
+        raise ValueError(f"`prob` must be an attsvm.Problem; got {type(prob).__name__}")
+    if prob.queries != "single":
+        raise ValueError(f"`prob` must have single queries for the joint SVMs; "
+                         f"got queries={prob.queries!r}")
+    check_choice("norm", norm, JOINT_NORMS)
+    if norm == "lp":
+        if p is None:
+            raise ValueError("`p` must be given for norm='lp' (a number in (1, 1000]); got None")
+        p = check_float("p", p, 1.0, MAX_P, lo_open=True)
+    elif p is not None:
+        raise ValueError(f"`p` must be None unless norm='lp'; got p={p!r}")
+    support_tol = check_float("support_tol", support_tol, 0.0, 1.0)
+    alpha = optimal_tokens(prob) if alpha is None else check_alpha(prob, alpha)
+    v_status, v, v_marg, v_duals = head_svm(prob, alpha, norm, p)
+    support = (np.zeros(prob.n, bool) if v is None else v_marg <= 1.0 + support_tol)
+    tight_norm, tight_p = ("fro", None) if norm == "fro" or p == 2.0 else ("lp", p)
+    tight = solve_att_svm(prob, alpha, tight_norm, p=tight_p, support_tol=support_tol)
+    W = W_marg = W_duals = None
+    W_status = "not solved (head SVM infeasible)"
+    if v is not None:
+        rows, idx = constraint_rows(prob, alpha)
+        b = support[idx[:, 0]].astype(float)      # 1 on support sequences, 0 elsewhere
+        if rows.shape[0] == 0:
+            W_status, W = "optimal", np.zeros((prob.d, prob.d))
+        else:
+            W_status, w, lam = _min_norm(rows, b, norm, p)
+            if w is not None:
+                W = w.reshape(prob.d, prob.d)
+                W_marg, _ = margins_and_support(prob, rows, idx, W, alpha)
+                W_duals = np.full((prob.n, prob.T), np.nan)
+                W_duals[idx[:, 0], idx[:, 2]] = lam
+    return JointSvm(v=v, v_status=v_status, v_margins=v_marg, v_duals=v_duals,
+                    support=support, W=W, W_status=W_status, W_margins=W_marg,
+                    W_duals=W_duals, W_tight=tight.W, tight=tight, alpha=alpha, norm=norm,
+                    p=p if norm == "lp" else None)
+
+
+# -- the presets ---------------------------------------------------------------------------
+# MMTS joint_training.ipynb (ucr-optml/max_margin_attention, MaxMarginTokenSelection/;
+# docs/joint.md): keys = values = X, W = I, query = the trainable prompt p. Written as
+# W z_i with z_i = e₁, so p = W e₁ (the first column of W; the other one gets no gradient).
+_MMTS_THIRD = {"mmts-tight": [(0.0, 0.0), (0.5, 1.0)], "mmts-relaxed": [(0.0, 0.0), (0.5, 1.5)]}
+# MD-Att synthetic-data/joint_training.py (aaronk2002/AttentionMD): z_i = x_i0 (self-attention).
+_MDATT_X = [[(-2.7, 1.2), (1.4, 2.1), (1.3, -0.1)], [(0.4, -2.2), (-1.1, -0.4), (0.9, 0.1)]]
+
+
+@dataclass(frozen=True)
+class JointPreset:
+    """A joint-training instance: problem, W₀, v₀ and the authors' settings."""
+
+    prob: Problem
+    W0: np.ndarray
+    v0: np.ndarray
+    optimizer: str          # "ngd" (MMTS) or "nmd" (MD-Att: normalized ℓp MD on both)
+    lr: float
+    steps: int
+    description: str
+
+
+def joint_problem(name: str) -> JointPreset:
+    """One of `JOINT_PRESETS`: the MMTS tight/relaxed instances (arXiv 2306.13596) or the
+    MD-Att 2 × 3 × 2 toy (arXiv 2410.14581)."""
+    check_choice("name", name, JOINT_PRESETS)
+    if name == "mdatt-toy":
+        prob = Problem(X=np.array(_MDATT_X), Y=np.array([1.0, -1.0]), v=np.array([1.0, 0.0]),
+                       name=name)
+        return JointPreset(prob, np.zeros((2, 2)), np.zeros(2), "nmd", 0.1, 2000,
+                           "MD-Att toy: n=2, T=3, d=2, z_i = first token, W₀ = 0, v₀ = 0, "
+                           "normalized ℓp mirror descent on both, lr 0.1")
+    X = np.array([[(0.0, 0.0), (1.0, 1.0)], [(0.0, 0.0), (1.0, -1.0)], _MMTS_THIRD[name]])
+    W0 = np.zeros((2, 2))
+    W0[:, 0] = (0.0, -1.0)
+    prob = Problem(X=X, Y=np.array([1.0, -1.0, 1.0]), Z=np.tile([1.0, 0.0], (3, 1)),
+                   v=np.array([-1.0, 0.0]), name=name)
+    kind = name.split("-")[1]
+    return JointPreset(prob, W0, np.array([-1.0, 0.0]), "ngd", 0.1, 1000,
+                       f"MMTS {kind}: n=3, T=2, d=2, p₀ = (0, −1), v₀ = (−1, 0), "
+                       "normalized GD on each, lr 0.1")
+
+
+# -- the authors' loop, in float32 or float64 -------------------------------------------
+AUTHORS_EPS = (1e-19, 1e-9)     # MMTS notebook: ε of p's and v's normalizers
+
+
+def authors_loop(prob: Problem, W0, v0, *, steps: int, lr: float, dtype: str = "float32",
+                 eps=AUTHORS_EPS, p: float = 2.0):
+    """Joint normalized steps as the authors' torch code computes them, in numpy: the plain
+    softmax backward s ⊙ (c − ⟨s, c⟩) (which cancels once 1 − s_max < machine ε:
+    docs/followups.md §4b), ℓ'(u) = −1/(1 + e^u), and g/(‖g‖_q + ε) per tensor with
+    the dual variable of ℓp mirror descent recomputed from the weights as their `SMD` does
+    (p = 2: normalized GD). Every array and operation is in `dtype` ("float32", torch's
+    default and the MMTS notebook's, or "float64").
+
+    Returns (Ws (steps+1, d, d), vs (steps+1, d)). Single-query, linear-head problems.
+    """
+    check_choice("dtype", dtype, ("float32", "float64"))
+    steps = check_int("steps", steps, 1, 100_000)
+    dt = np.dtype(dtype).type
+    X, Y = prob.X.astype(dt), prob.Y.astype(dt)
+    Z = (prob.X[:, prob.query_index] if prob.Z is None else prob.Z).astype(dt)
+    W, v = np.asarray(W0, dt), np.asarray(v0, dt)
+    lr, e_W, e_v, p = dt(lr), dt(eps[0]), dt(eps[1]), dt(p)
+    q = p / (p - dt(1))
+    n = dt(prob.n)
+    Ws, vs = [W], [v]
+
+    def step(w, g, e):
+        gn = np.sum(np.abs(g) ** q) ** (dt(1) / q)
+        u = np.sign(w) * np.abs(w) ** (p - dt(1)) - lr * g / (gn + e)
+        return (np.sign(u) * np.abs(u) ** (dt(1) / (p - dt(1)))).astype(dt)
+
+    with np.errstate(all="ignore"):
+        for _ in range(steps):
+            a = np.einsum("ntd,de,ne->nt", X, W, Z)
+            ex = np.exp(a - a.max(-1, keepdims=True))
+            s = ex / ex.sum(-1, keepdims=True)
+            r = np.einsum("nt,ntd->nd", s, X)
+            df = -Y / (dt(1) + np.exp(Y * (r @ v))) / n
+            h = X @ v
+            ga = df[:, None] * s * (h - np.sum(s * h, -1, keepdims=True))
+            gW = np.einsum("nt,ntd,ne->de", ga, X, Z)
+            W, v = step(W, gW, e_W), step(v, df @ r, e_v)
+            Ws.append(W)
+            vs.append(v)
+    return np.array(Ws, np.float64), np.array(vs, np.float64)
