@@ -241,3 +241,50 @@ def authors_loop(prob: Problem, W0, v0, *, steps: int, lr: float, dtype: str = "
             Ws.append(W)
             vs.append(v)
     return np.array(Ws, np.float64), np.array(vs, np.float64)
+
+
+def balanced_att_svm(prob: Problem, sv: JointSvm, ratio: float | None = None, *,
+                     iters: int = 30):
+    """The Att-SVM of W when v and W grow at a fixed norm ratio (each tensor's normalized
+    step has the same length, so ‖v_k‖ ≈ ‖W_k‖): with v ≈ R_v v^mm and W ≈ R_W W^b, the
+    non-support sequence i's loss weight e^{−m_i R_v} beats a support one's e^{−R_v} by
+    e^{−(m_i − 1) R_v}, which buys it (m_i − 1) R_v / R_W of margin:
+
+        W^b = argmin ‖W‖  s.t.  (x_{iα_i} − x_it)ᵀ W z_i ≥ b_i,
+        b_i = 1 (i ∈ S),  b_i = max(0, 1 − (m_i − 1) ρ) (i ∉ S),   ρ = R_v / R_W,
+
+    m_i = Y_i v^mmᵀ x_{iα_i} the head margins. `ratio` = ρ, or None: the fixed point
+    ρ = ‖W^b(ρ)‖ / ‖v^mm‖ of ‖v_k‖ = ‖W_k‖ (unique: ρ increases, ‖W^b(ρ)‖ decreases;
+    found by bisection between ‖W^relax‖ and ‖W^tight‖ over ‖v^mm‖). ρ → ∞ is W^relax,
+    ρ = 0 is W^tight. Frobenius only. Returns (W^b or None, ρ). A heuristic derived here
+    (docs/joint.md), not a theorem of either paper.
+    """
+    if sv.norm != "fro" or not sv.feasible:
+        return None, np.nan
+    rows, idx = constraint_rows(prob, sv.alpha)
+    if rows.shape[0] == 0:
+        return np.zeros((prob.d, prob.d)), np.nan
+    m = sv.v_margins
+    nv = float(np.linalg.norm(sv.v))
+
+    def solve(rho):
+        b = np.where(sv.support, 1.0, np.maximum(0.0, 1.0 - (m - 1.0) * rho))
+        _, w, _ = _min_norm(rows, b[idx[:, 0]], "fro", None)
+        return None if w is None else w.reshape(prob.d, prob.d)
+
+    if ratio is not None:
+        return solve(check_float("ratio", ratio, 0.0, 1e12)), float(ratio)
+    lo, hi = np.linalg.norm(sv.W) / nv, np.linalg.norm(sv.W_tight) / nv
+    for _ in range(iters):
+        mid = 0.5 * (lo + hi)
+        Wm = solve(mid)
+        if Wm is None:
+            return None, np.nan
+        if mid < np.linalg.norm(Wm) / nv:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-6 * hi:
+            break
+    rho = 0.5 * (lo + hi)
+    return solve(rho), float(rho)
