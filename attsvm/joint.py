@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import cvxpy as cp
 import numpy as np
+import pandas as pd
 
 from .problems import Problem, check_alpha, check_choice, check_float, check_int, optimal_tokens
 from .svm import (MAX_P, SOLVER, SOLVER_OPTS, SUPPORT_TOL, SvmSolution, constraint_rows,
@@ -33,6 +34,7 @@ from .svm import (MAX_P, SOLVER, SOLVER_OPTS, SUPPORT_TOL, SvmSolution, constrai
 
 JOINT_NORMS = ("fro", "lp")
 JOINT_PRESETS = ("mmts-relaxed", "mmts-tight", "mdatt-toy")
+AUTHORS_EPS = (1e-19, 1e-9)     # MMTS notebook: ε of p's and v's normalizers
 
 
 @dataclass(frozen=True, eq=False)
@@ -173,6 +175,7 @@ class JointPreset:
     lr: float
     steps: int
     description: str
+    authors_eps: tuple      # ε of the authors' normalizers (W's, v's)
 
 
 def joint_problem(name: str) -> JointPreset:
@@ -184,7 +187,7 @@ def joint_problem(name: str) -> JointPreset:
                        name=name)
         return JointPreset(prob, np.zeros((2, 2)), np.zeros(2), "nmd", 0.1, 2000,
                            "MD-Att toy: n=2, T=3, d=2, z_i = first token, W₀ = 0, v₀ = 0, "
-                           "normalized ℓp mirror descent on both, lr 0.1")
+                           "normalized ℓp mirror descent on both, lr 0.1", (2.0 ** -52,) * 2)
     X = np.array([[(0.0, 0.0), (1.0, 1.0)], [(0.0, 0.0), (1.0, -1.0)], _MMTS_THIRD[name]])
     W0 = np.zeros((2, 2))
     W0[:, 0] = (0.0, -1.0)
@@ -193,11 +196,17 @@ def joint_problem(name: str) -> JointPreset:
     kind = name.split("-")[1]
     return JointPreset(prob, W0, np.array([-1.0, 0.0]), "ngd", 0.1, 1000,
                        f"MMTS {kind}: n=3, T=2, d=2, p₀ = (0, −1), v₀ = (−1, 0), "
-                       "normalized GD on each, lr 0.1")
+                       "normalized GD on each, lr 0.1", AUTHORS_EPS)
+
+
+def first_query_path(prob: Problem, W) -> np.ndarray:
+    """W z₁ for W (…, d, d): the first sequence's query mapped by W (the MMTS prompt p when
+    z_i = e₁), the 2-D path the joint-training page draws."""
+    z = prob.Z[0] if prob.Z is not None else prob.X[0, prob.query_index]
+    return np.asarray(W) @ z
 
 
 # -- the authors' loop, in float32 or float64 -------------------------------------------
-AUTHORS_EPS = (1e-19, 1e-9)     # MMTS notebook: ε of p's and v's normalizers
 
 
 def authors_loop(prob: Problem, W0, v0, *, steps: int, lr: float, dtype: str = "float32",
@@ -284,7 +293,115 @@ def balanced_att_svm(prob: Problem, sv: JointSvm, ratio: float | None = None, *,
             lo = mid
         else:
             hi = mid
-        if hi - lo < 1e-6 * hi:
+        if hi - lo < 1e-4 * hi:
             break
     rho = 0.5 * (lo + hi)
     return solve(rho), float(rho)
+
+
+# -- what the joint-training page shows -----------------------------------------------------
+def _unit(a):
+    a = np.asarray(a, float)
+    n = np.linalg.norm(a)
+    return a / n if n > 0 else a
+
+
+def _corr(A, B) -> float:
+    if A is None or B is None:
+        return np.nan
+    A, B = np.ravel(A), np.ravel(B)
+    den = np.linalg.norm(A) * np.linalg.norm(B)
+    return float(A @ B / den) if den > 0 else np.nan
+
+
+def preset_study(name: str, *, p: float = 2.0, dtype: str = "float64",
+                 steps: int | None = None) -> dict:
+    """A preset trained jointly, as paths and SVM rays (the joint-training page).
+
+    Always runs the exact float64 engine (`train(train_v=True)`: ngd, or nmd with this p on
+    both tensors when p ≠ 2 or for the MD-Att toy); dtype "float32" also runs
+    `authors_loop` in float32 with the authors' ε and draws that path. The SVMs are solved at
+    the engine's final selection ("lp" when p ≠ 2).
+
+    Returns {"paths": step, run, tensor, x, y; "rays": svm, tensor, x, y (unit directions);
+    "tokens": seq, token, x, y, selected, support; "table": one row per run; "svm":
+    JointSvm; "run": the engine's Trajectory; "preset": JointPreset}.
+    """
+    from .training import train
+    pre = joint_problem(name)
+    check_choice("dtype", dtype, ("float64", "float32"))
+    p = check_float("p", p, 1.01, 100.0)
+    steps = pre.steps if steps is None else check_int("steps", steps, 1, 100_000)
+    every = max(1, steps // 200)
+    while steps % every:
+        every -= 1
+    rule = dict(optimizer="nmd", p=p) if pre.optimizer == "nmd" or p != 2.0 else {}
+    tr = train(pre.prob, steps=steps, lr=pre.lr, init=pre.W0, train_v=True, init_v=pre.v0,
+               record_every=every, **rule)
+    lp = p != 2.0
+    sv = solve_joint_svm(pre.prob, tr.alpha, "lp" if lp else "fro", p=p if lp else None)
+    runs = {"float64, exact (attsvm)": (tr.W, tr.v, tr.steps)}
+    if dtype == "float32":
+        Ws, vs = authors_loop(pre.prob, pre.W0, pre.v0, steps=steps, lr=pre.lr,
+                              dtype="float32", eps=pre.authors_eps, p=p)
+        runs["float32, authors' loop"] = (Ws[::every], vs[::every], np.arange(0, steps + 1,
+                                                                             every))
+    prob = pre.prob
+    paths, table = [], []
+    for label, (Ws, vs, st) in runs.items():
+        Wz = first_query_path(prob, Ws)
+        for tensor, P in (("W z₁", Wz), ("v", vs)):
+            paths.append(pd.DataFrame(dict(step=st, run=label, tensor=tensor, x=P[:, 0],
+                                           y=P[:, 1])))
+        table.append(dict(run=label, W_z1=f"({_unit(Wz[-1])[0]:.4f}, {_unit(Wz[-1])[1]:.4f})",
+                          v=f"({_unit(vs[-1])[0]:.4f}, {_unit(vs[-1])[1]:.4f})",
+                          corr_relaxed=_corr(Ws[-1], sv.W), corr_tight=_corr(Ws[-1], sv.W_tight),
+                          corr_v=_corr(vs[-1], sv.v), norm_W=float(np.linalg.norm(Ws[-1])),
+                          norm_v=float(np.linalg.norm(vs[-1]))))
+    rays = []
+    for svm, W in (("W^relax z₁", sv.W), ("W^tight z₁", sv.W_tight)):
+        if W is not None:
+            u = _unit(first_query_path(prob, W))
+            rays.append(dict(svm=svm, tensor="W z₁", x=u[0], y=u[1]))
+    if sv.v is not None:
+        u = _unit(sv.v)
+        rays.append(dict(svm="v^mm", tensor="v", x=u[0], y=u[1]))
+    T = prob.T
+    tokens = pd.DataFrame([dict(seq=i + 1, token=t, label=int(prob.Y[i]), x=prob.X[i, t, 0],
+                                y=prob.X[i, t, 1], selected=bool(t == tr.alpha[i]),
+                                support=bool(sv.support[i]))
+                           for i in range(prob.n) for t in range(T)])
+    return {"paths": pd.concat(paths, ignore_index=True), "rays": pd.DataFrame(rays),
+            "tokens": tokens, "table": pd.DataFrame(table), "svm": sv, "run": tr,
+            "preset": pre}
+
+
+def random_study(*, n: int, T: int, d: int, seed: int, runs: int, steps: int,
+                 lr: float = 0.1) -> dict:
+    """Joint NGD on `runs` random instances (random_problem(n, T, d, seed + i), default init,
+    v₀ = the instance's v), and at every record the correlations with the SVMs of its final
+    selection: {"curves": step, instance, measure, corr; "final": one row per instance}."""
+    from .problems import random_problem
+    from .training import train_batch
+    probs = [random_problem(n, T, d, seed=seed + i) for i in range(runs)]
+    every = max(1, steps // 50)
+    while steps % every:
+        every -= 1
+    tr = train_batch(probs, steps=steps, lr=lr, train_v=True, record_every=every, seed=seed)
+    curves, final = [], []
+    for i, prob in enumerate(probs):
+        sv = solve_joint_svm(prob, tr[i].alpha)
+        Wb, rho = balanced_att_svm(prob, sv)
+        Ws, vs = tr[i].W, tr[i].v
+        cs = {"corr(W, W^relax)": [_corr(W, sv.W) for W in Ws],
+              "corr(W, W^tight)": [_corr(W, sv.W_tight) for W in Ws],
+              "corr(W, W^bal)": [_corr(W, Wb) for W in Ws],
+              "corr(v, v^mm)": [_corr(v, sv.v) for v in vs]}
+        for measure, c in cs.items():
+            curves.append(pd.DataFrame(dict(step=tr.steps, instance=i, measure=measure,
+                                            corr=c)))
+        final.append(dict(instance=i, seed=seed + i, alpha=" ".join(map(str, tr[i].alpha)),
+                          support=" ".join(str(int(x)) for x in sv.support), rho=rho,
+                          **{k: v[-1] for k, v in cs.items()}))
+    return {"curves": pd.concat(curves, ignore_index=True), "final": pd.DataFrame(final),
+            "run": tr}
