@@ -21,8 +21,9 @@ Overflow (docs/theory.md §A.3): a run stops at its last finite state and report
 the step; its records stay finite.
 
 `train_v=True` also trains the linear head: params are (attention params, v), v replaces
-`data.v` in the head and is one more leaf of the rule (its own normalization for ngd/nmd,
-as the joint-training code of arXiv 2306.13596 and 2410.14581 does); records add v.
+`data.v` in the head (`model.joint_objective`) and is one more leaf of the rule (its own
+normalization for ngd/nmd, as the joint-training code of arXiv 2306.13596 and 2410.14581
+does); records add v; Polyak's L* is then 0 (L → 0 along separating directions of both).
 """
 from __future__ import annotations
 
@@ -84,8 +85,7 @@ def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, pa
             scaled = hyper.eps == 0 if rule in ("ngd", "nmd") else True
         obj = partial(model.objective_and_records, data=data, ridge=ridge, param=param,
                       head_kind=head, loss_kind=loss, centred=centred, scaled=scaled)
-        if train_v:     # (attention params, v): v is the head's vector
-            obj = partial(model.joint_objective_and_records, objective=obj, data=data)
+        obj = partial(model.joint_objective, objective=obj, data=data) if train_v else obj
         vg = jax.value_and_grad(obj, has_aux=True)
         leaves = jax.tree_util.tree_leaves
         tmap = jax.tree_util.tree_map
@@ -102,10 +102,9 @@ def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, pa
             (total, (L, s, W, logscale)), g = vg(params)
             # ‖∇L‖ itself (0 once it underflows), not the scaled gradient's
             gnorm = _tree_norm(g) * jnp.exp(logscale)
-            gap = (loss_gap(W, data, loss) if rule == "polyak" and head == "linear"
+            gap = (L if train_v     # L* = 0 once v is trained too (train_v: module doc)
+                   else loss_gap(W, data, loss) if rule == "polyak" and head == "linear"
                    else jnp.zeros((), W.dtype))
-            if train_v:     # L* = 0 once v is free too (L → 0 along separating directions)
-                gap = L
             new, state_new = RULES[rule].update(g, state, params, hyper._replace(gap=gap))
             rec = (W, s, L, gnorm) + ((params[1],) if train_v else ())
             here_ok = jnp.isfinite(total) & jnp.isfinite(gnorm)

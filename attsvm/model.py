@@ -181,7 +181,7 @@ def objective_and_records(params, data: Data, ridge, *, param: str, head_kind: s
     return total, (L, s, W, logscale)
 
 
-def joint_objective_and_records(params, *, objective, data: Data):
+def joint_objective(params, *, objective, data: Data):
     """`objective` (a partial of `objective_and_records` on `data`) at params = (attention
     params, v), with v in place of the fixed head vector `data.v` (trained head)."""
     inner, v = params
