@@ -29,8 +29,16 @@ import numpy as np
 import pandas as pd
 
 from .problems import Problem, check_alpha, check_choice, check_float, check_int, optimal_tokens
-from .svm import (MAX_P, SOLVER, SOLVER_OPTS, SUPPORT_TOL, SvmSolution, constraint_rows,
-                  margins_and_support, solve_att_svm)
+from .svm import (
+    MAX_P,
+    SOLVER,
+    SOLVER_OPTS,
+    SUPPORT_TOL,
+    SvmSolution,
+    constraint_rows,
+    margins_and_support,
+    solve_att_svm,
+)
 
 JOINT_NORMS = ("fro", "lp")
 JOINT_PRESETS = ("mmts-relaxed", "mmts-tight", "mdatt-toy")

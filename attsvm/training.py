@@ -24,7 +24,7 @@ PARAMS = ("W", "KQ")
 RIDGE_EPS = float(np.finfo(np.float64).eps)
 MAX_STEPS = 1_000_000
 MAX_RECORD_FLOATS = limits.MAX_RECORD_FLOATS   # ≈ 480 MB of recorded float64 per call
-# The keyword options of `train` that a run's settings record (all but `init`).
+# The keyword options of `train` that a run's settings record (all but the inits `init`, `init_v`).
 TRAIN_OPTIONS = ("param", "steps", "lr", "normalized", "loss", "seed", "record_every", "m",
                  "ridge", "saturation_tol", "optimizer", "p", "eps", "centred", "train_v")
 JOINT_OPTIMIZERS = ("gd", "ngd", "polyak", "md", "nmd")   # rules that train the head too
@@ -245,8 +245,9 @@ def train_batch(probs, *, param: str = "W", steps: int = 2000, lr: float = 0.1,
         params0, data, hyper, f64(cfg["ridge"]), jnp.asarray(cfg["record_every"], jnp.int64),
         rule=cfg["optimizer"], param=param, head=p0.head, loss=loss, centred=cfg["centred"],
         n_records=steps // cfg["record_every"], train_v=train_v)
-    settings = dict(cfg, train_v=train_v, seed=seed, saturation_tol=float(saturation_tol), n=p0.n, T=p0.T,
-                    d=p0.d, head=p0.head, queries=p0.queries, attention=p0.attention, runs=B)
+    settings = dict(cfg, train_v=train_v, seed=seed, saturation_tol=float(saturation_tol),
+                    n=p0.n, T=p0.T, d=p0.d, head=p0.head, queries=p0.queries,
+                    attention=p0.attention, runs=B)
     return _unpad(p0, B, recs, final, bad_at, settings)
 
 

@@ -61,10 +61,10 @@ def joint_ngd(prob, W0, v0, *, steps, lr, optimizer="ngd", param="W", p=2.0):
         G = [gW @ P[1], gW.T @ P[0]] if param == "KQ" else [gW]
         G.append(gv)
         if optimizer == "gd":
-            P = [a - lr * g for a, g in zip(P, G)]
+            P = [a - lr * g for a, g in zip(P, G, strict=True)]
         elif optimizer == "ngd":
-            P = [a - lr * _unit(g) for a, g in zip(P, G)]
+            P = [a - lr * _unit(g) for a, g in zip(P, G, strict=True)]
         else:   # nmd
-            U = [u - lr * _unit(g, q=q) for u, g in zip(U, G)]
+            U = [u - lr * _unit(g, q=q) for u, g in zip(U, G, strict=True)]
             P = [np.sign(u) * np.abs(u) ** (1.0 / (p - 1.0)) for u in U]
     return np.array(Ws), np.array(vs)

@@ -16,6 +16,7 @@ import pytest
 from reference_joint import joint_ngd
 
 from attsvm import correlation, optimal_tokens, random_problem, train
+from attsvm.experiments.joint_training import preset_run
 from attsvm.joint import authors_loop, joint_problem, solve_joint_svm
 from attsvm.svm import constraint_rows
 
@@ -123,14 +124,28 @@ def test_authors_float32_loop_stalls_at_the_tight_direction():
 
 # -- MD-Att toy: the geometry picks the tokens -----------------------------------------------
 def test_mdatt_toy_selection_depends_on_p():
-    pre = joint_problem("mdatt-toy")
     for p, want in ((2.0, [1, 0]), (3.0, [0, 0])):
-        tr = train(pre.prob, steps=1000, lr=0.1, init=pre.W0, train_v=True, init_v=pre.v0,
-                   optimizer="nmd", p=p, record_every=10)
+        tr, sv = preset_run("mdatt-toy", p=p)      # the authors' 2000 steps, W₀ = v₀ = 0
         assert tr.alpha.tolist() == want
-        sv = solve_joint_svm(pre.prob, tr.alpha, "lp", p=p)
         assert sv.feasible and sv.support.all()
         assert correlation(tr.W[-1], sv.W) > 0.99 and _cos(tr.final_v, sv.v) > 0.99
+
+
+def test_experiment_runs_small_and_charts():
+    from attsvm import experiments
+    from attsvm_charts.experiments import chart
+    assert "joint-training" in experiments.FOLLOWUPS
+    assert "joint-training" not in experiments.EXPERIMENTS
+    res = experiments.run("joint-training", n=4, T=3, d=3, runs=3, steps=100,
+                          toy_ps=(2.0, 3.0))
+    pre = res.frames["presets"].set_index(["preset", "p"])
+    assert pre.loc[("mmts-relaxed", 2.0)].corr_relaxed >= 0.999
+    assert pre.loc[("mmts-tight", 2.0)].corr_tight >= 0.999
+    assert pre.loc[("mdatt-toy", 3.0)].alpha == "0 0"
+    assert len(res.frames["runs"]) == 3 and "relaxed beats tight" in res.summary["text"]
+    assert chart(res).to_dict()
+    with pytest.raises(ValueError, match="toy_ps"):
+        experiments.settings("joint-training", toy_ps=(0.5,))
 
 
 # -- the relaxed SVM: certificates and an independent formulation ---------------------------

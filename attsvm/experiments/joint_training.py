@@ -56,7 +56,7 @@ class Settings:
     n: int = 6
     T: int = 4
     d: int = 4
-    runs: int = 32
+    runs: int = 16
     steps: int = 4000
     lr: float = 0.1
     data_seed: int = 0

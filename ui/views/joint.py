@@ -9,7 +9,7 @@ from attsvm_charts import joint as charts
 from ui import about, hosted
 from ui.widgets import explained
 
-SVM_SOLVES = 20          # head SVM, relaxed and tight Att-SVM, the balanced SVM's bisection
+SVM_SOLVES = 20     # head SVM, relaxed and tight Att-SVM, the balanced SVM's bisection (≤ 15)
 SOURCES = ["mmts-relaxed", "mmts-tight", "mdatt-toy", "random"]
 
 
@@ -27,7 +27,9 @@ def intro():
             "adds a numpy port of the authors' loop in float32 (plain softmax backward, "
             "ε = 1e-19 / 1e-9 in the normalizers), which stalls near the *tight* "
             "direction: their notebook prints p = (0.983, 0.186); this port ends at "
-            "(0.9822, 0.1878). In float64 with the exact gradient p reaches p^relax = (1, 0).",
+            "(0.9822, 0.1878). In float64 with the exact gradient p reaches p^relax = (1, 0). "
+            "The page uses its own instances: the sidebar's problem and training settings "
+            "do not apply here.",
             icon=":material/info:")
 
 
@@ -44,7 +46,7 @@ def check_budget(*, n: int, T: int, d: int, steps: int, runs: int):
 def preset(study: dict):
     """Paths of W z₁ and v against the SVM rays (each run drawn), the table and the SVMs."""
     cols = st.columns(len(study["paths"].run.unique()))
-    for col, run in zip(cols, study["paths"].run.unique()):
+    for col, run in zip(cols, study["paths"].run.unique(), strict=True):
         about.chart(col, charts.paths(study, run=run), "joint-paths")
     st.dataframe(study["table"], hide_index=True, key="jt_table")
     sv, pre = study["svm"], study["preset"]
