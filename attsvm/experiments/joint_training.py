@@ -153,9 +153,9 @@ def _summary(s, presets, runs) -> dict:
     rel = pr.loc[("mmts-relaxed", 2.0)]
     toy = "; ".join(f"p={p:g}: α=({r.alpha.replace(' ', ', ')})"
                     for (name, p), r in pr.iterrows() if name == "mdatt-toy")
-    text = (f"MMTS relaxed preset: p ends at ({fmt(rel.W_dir_0, 4)}, {fmt(rel.W_dir_1, 4)}), "
-            f"corr with p^relax {fmt(rel.corr_relaxed, 4)}, corr(v, v^mm) {fmt(rel.corr_v, 4)}; "
-            f"tight preset corr with p^opt {fmt(pr.loc[('mmts-tight', 2.0)].corr_tight, 4)}. "
+    text = (f"MMTS relaxed preset: p ends at ({rel.W_dir_0:.4f}, {rel.W_dir_1:.4f}), corr "
+            f"with p^relax {rel.corr_relaxed:.5f}, corr(v, v^mm) {rel.corr_v:.5f}; tight "
+            f"preset corr with p^opt {pr.loc[('mmts-tight', 2.0)].corr_tight:.5f}. "
             f"MD-Att toy: {toy}. Random instances (n={s.n} T={s.T} d={s.d}, {s.steps} joint NGD "
             f"steps), {len(ok)} with a non-support sequence: relaxed beats tight in "
             f"{relax_wins}/{len(ok)}; median corr relaxed {fmt(ok.corr_relaxed.median(), 4)}, "

@@ -38,3 +38,10 @@ def test_p_slider_flips_the_mdatt_selection_and_random_instances():
 def test_over_budget_is_refused(tiny_budget):
     at = open_page("joint.py", query=SMALL)
     assert at.error and not charts(at)
+
+
+def test_hostile_link_values_fall_back_to_defaults():
+    at = open_page("joint.py", query={**SMALL, "jt_src": "<script>", "jt_p": "1e300",
+                                      "jt_dtype": "float16"})
+    assert not at.error and len(charts(at)) == 1
+    assert "Ignored link parameters" in texts(at)
