@@ -384,11 +384,16 @@ def preset_study(name: str, *, p: float = 2.0, dtype: str = "float64",
             "preset": pre}
 
 
+FINAL_COLUMNS = {"corr(W, W^relax)": "corr_relaxed", "corr(W, W^tight)": "corr_tight",
+                 "corr(W, W^bal)": "corr_balanced", "corr(v, v^mm)": "corr_v"}
+
+
 def random_study(*, n: int, T: int, d: int, seed: int, runs: int, steps: int,
                  lr: float = 0.1) -> dict:
     """Joint NGD on `runs` random instances (random_problem(n, T, d, seed + i), default init,
     v₀ = the instance's v), and at every record the correlations with the SVMs of its final
-    selection: {"curves": step, instance, measure, corr; "final": one row per instance}."""
+    selection: {"curves": step, instance, measure, corr; "final": one row per instance, with
+    the last correlations as `FINAL_COLUMNS`}."""
     from .problems import random_problem
     from .training import train_batch
     probs = [random_problem(n, T, d, seed=seed + i) for i in range(runs)]
@@ -410,6 +415,6 @@ def random_study(*, n: int, T: int, d: int, seed: int, runs: int, steps: int,
                                             corr=c)))
         final.append(dict(instance=i, seed=seed + i, alpha=" ".join(map(str, tr[i].alpha)),
                           support=" ".join(str(int(x)) for x in sv.support), rho=rho,
-                          **{k: v[-1] for k, v in cs.items()}))
+                          **{FINAL_COLUMNS[k]: v[-1] for k, v in cs.items()}))
     return {"curves": pd.concat(curves, ignore_index=True), "final": pd.DataFrame(final),
             "run": tr}

@@ -51,16 +51,18 @@ def paths(study: dict, *, run: str | None = None) -> alt.LayerChart:
 
 
 def corr_curves(curves: pd.DataFrame) -> alt.Chart:
-    """Median over instances of each correlation against the iteration."""
+    """Median over instances of 1 − each correlation against the iteration (log axis)."""
     med = curves.groupby(["step", "measure"], as_index=False)["corr"].median()
+    med = med.assign(gap=np.clip(1.0 - med["corr"], 1e-9, None)).query("step > 0")
     return alt.Chart(med).mark_line().encode(
         x=alt.X("step:Q", title="iteration"),
-        y=alt.Y("corr:Q", title="median correlation", scale=alt.Scale(zero=False)),
+        y=alt.Y("gap:Q", title="1 − median correlation", scale=alt.Scale(type="log")),
         color=alt.Color("measure:N", title=None, scale=alt.Scale(
             domain=list(MEASURE_COLORS), range=list(MEASURE_COLORS.values())),
             legend=alt.Legend(orient="bottom", columns=2)),
         tooltip=["measure:N", "step:Q", alt.Tooltip("corr:Q", format=".5f")]).properties(
-        title="random instances: which SVM does joint GD approach?", height=HEIGHT, width=420)
+        title="random instances: which SVM does joint GD approach? (lower is closer)",
+        height=HEIGHT, width=420)
 
 
 def relaxed_vs_tight(final: pd.DataFrame, *, x: str = "corr_relaxed", y: str = "corr_tight",
@@ -74,7 +76,7 @@ def relaxed_vs_tight(final: pd.DataFrame, *, x: str = "corr_relaxed", y: str = "
     pts = alt.Chart(final).mark_circle(size=70).encode(
         x=alt.X(f"{x}:Q", title="corr(W, W^relax)", scale=alt.Scale(domain=[lo, 1.0])),
         y=alt.Y(f"{y}:Q", title="corr(W, W^tight)", scale=alt.Scale(domain=[lo, 1.0])),
-        tooltip=[c for c in final.columns])
+        tooltip=list(final.columns))
     return (diag + pts).properties(title=title or "relaxed vs tight Att-SVM, per instance",
                                    height=HEIGHT, width=HEIGHT)
 

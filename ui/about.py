@@ -86,9 +86,10 @@ ABOUT = {
                    "W^relax z₁ and v^mm, dotted W^tight z₁. Black marks are the tokens (the "
                    "selected ones filled); the orange ring is a sequence that is not a "
                    "support vector of v's SVM.",
-    "joint-curves": "For the random instances, the median over instances of corr(W(k), ·) "
-                    "with the relaxed, tight and balanced Att-SVMs of the final selection, "
-                    "and of corr(v(k), v^mm), against the step. 1 means the same direction.",
+    "joint-curves": "For the random instances, 1 − the median over instances of "
+                    "corr(W(k), ·) with the relaxed, tight and balanced Att-SVMs of the final "
+                    "selection, and of corr(v(k), v^mm), against the step, on a log axis: "
+                    "lower means closer to that direction.",
     "joint-scatter": "One point per random instance: its final corr with the relaxed "
                      "Att-SVM (x) against the tight one (y). Points below the dashed "
                      "diagonal are explained better by the relaxed SVM.",

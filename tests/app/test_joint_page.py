@@ -31,7 +31,7 @@ def test_p_slider_flips_the_mdatt_selection_and_random_instances():
     at.number_input(key="jt_runs").set_value(3).run()
     assert_clean(at)
     assert len(charts(at)) == 2
-    assert len(table(at, "corr(W, W^bal)")) == 3
+    assert len(table(at, "corr_balanced")) == 3
     assert "Relaxed beats tight in" in texts(at)
 
 
