@@ -16,7 +16,7 @@ support sequences, so W only has to keep its selection there (≥ 0) — the rel
 (arXiv 2306.13596). The MD-Att code solves the tight one for W; both are reported.
 
 Also here: the MMTS presets and the MD-Att toy (`joint_problem`), and `authors_loop`, a numpy
-port of the authors' loop in float32 or float64 (plain softmax backward, ε in the
+port of the authors' loop in float32 or float64 (plain softmax Jacobian, ε in the
 normalizers) — the GD engine is float64 only and always exact; this path exists to show
 the authors' figure next to the true limit.
 """
@@ -220,10 +220,10 @@ def first_query_path(prob: Problem, W) -> np.ndarray:
 def authors_loop(prob: Problem, W0, v0, *, steps: int, lr: float, dtype: str = "float32",
                  eps=AUTHORS_EPS, p: float = 2.0):
     """Joint normalized steps as the authors' torch code computes them, in numpy: the plain
-    softmax backward s ⊙ (c − ⟨s, c⟩) (which cancels once 1 − s_max < machine ε:
-    docs/followups.md §4b), ℓ'(u) = −1/(1 + e^u), and g/(‖g‖_q + ε) per tensor with
-    the dual variable of ℓp mirror descent recomputed from the weights as their `SMD` does
-    (p = 2: normalized GD). Every array and operation is in `dtype` ("float32", torch's
+    softmax Jacobian (diag(s) − s sᵀ) c, whose diagonal s_t (1 − s_t) cancels once
+    1 − s_max < machine ε (docs/followups.md §4b), ℓ'(u) = −1/(1 + e^u), and g/(‖g‖_q + ε)
+    per tensor with the dual variable of ℓp mirror descent recomputed from the weights as
+    their `SMD` does (p = 2: normalized GD). Every array and operation is in `dtype` ("float32", torch's
     default and the MMTS notebook's, or "float64").
 
     Returns (Ws (steps+1, d, d), vs (steps+1, d)). Single-query, linear-head problems.
@@ -252,7 +252,8 @@ def authors_loop(prob: Problem, W0, v0, *, steps: int, lr: float, dtype: str = "
             r = np.einsum("nt,ntd->nd", s, X)
             df = -Y / (dt(1) + np.exp(Y * (r @ v))) / n
             h = X @ v
-            ga = df[:, None] * s * (h - np.sum(s * h, -1, keepdims=True))
+            J = s[:, :, None] * np.eye(s.shape[1], dtype=dt) - s[:, :, None] * s[:, None, :]
+            ga = df[:, None] * np.einsum("ntu,nu->nt", J, h)     # (diag(s) − s sᵀ) h
             gW = np.einsum("nt,ntd,ne->de", ga, X, Z)
             W, v = step(W, gW, e_W), step(v, df @ r, e_v)
             Ws.append(W)

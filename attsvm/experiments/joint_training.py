@@ -38,9 +38,11 @@ PAPER = (
 NOTES = (
     "float64, exact centred gradient, ε = 0 in every normalizer; v's step is normalized on "
     "its own, as in both papers' code.",
-    "The authors' float32 loop (numpy port: plain softmax backward, ε 1e-19 / 1e-9) ends at "
-    "(0.9822, 0.1878) on the relaxed preset; their torch run prints (0.983, 0.186) — the last "
-    "digits depend on float32 rounding order. Both sit on the tight direction.",
+    "The authors' float32 loop (numpy port: plain softmax Jacobian, ε 1e-19 / 1e-9) ends at "
+    "(0.9825, 0.1863) on the relaxed preset, as their notebook's (0.983, 0.186): the tight "
+    "direction. The rounding order matters in float32: s ⊙ (c − ⟨s, c⟩) instead of the "
+    "Jacobian gives (0.9822, 0.1878); computing 1 − σ(u) instead of σ(−u) zeroes every "
+    "gradient and ends at (1.0000, 0.0002).",
     "The relaxed SVM assumes a non-support sequence's loss weight is negligible. Under joint "
     "NGD ‖v_k‖ ≈ ‖W_k‖, so it is only e^{−(m_i − 1)‖v‖/‖v^mm‖} smaller, which buys a margin "
     "(m_i − 1)ρ, not 1: the balanced SVM (derived here, not in either paper) is the limit on "

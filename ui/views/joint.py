@@ -24,10 +24,10 @@ def intro():
         "ℓp mirror descent on both (MD-Att, arXiv 2410.14581) reaches the ℓp versions, and "
         "its geometry decides which tokens are selected.")
     st.info("**float64** runs attsvm's engine (exact, centred gradient, no ε). **float32** "
-            "adds a numpy port of the authors' loop in float32 (plain softmax backward, "
+            "adds a numpy port of the authors' loop in float32 (plain softmax Jacobian, "
             "ε = 1e-19 / 1e-9 in the normalizers), which stalls near the *tight* "
             "direction: their notebook prints p = (0.983, 0.186); this port ends at "
-            "(0.9822, 0.1878). In float64 with the exact gradient p reaches p^relax = (1, 0). "
+            "(0.9825, 0.1863). In float64 with the exact gradient p reaches p^relax = (1, 0). "
             "The page uses its own instances: the sidebar's problem and training settings "
             "do not apply here.",
             icon=":material/info:")
