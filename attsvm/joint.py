@@ -223,8 +223,8 @@ def authors_loop(prob: Problem, W0, v0, *, steps: int, lr: float, dtype: str = "
     softmax Jacobian (diag(s) − s sᵀ) c, whose diagonal s_t (1 − s_t) cancels once
     1 − s_max < machine ε (docs/followups.md §4b), ℓ'(u) = −1/(1 + e^u), and g/(‖g‖_q + ε)
     per tensor with the dual variable of ℓp mirror descent recomputed from the weights as
-    their `SMD` does (p = 2: normalized GD). Every array and operation is in `dtype` ("float32", torch's
-    default and the MMTS notebook's, or "float64").
+    their `SMD` does (p = 2: normalized GD). Every array and operation is in `dtype`
+    ("float32", torch's default and the MMTS notebook's, or "float64").
 
     Returns (Ws (steps+1, d, d), vs (steps+1, d)). Single-query, linear-head problems.
     """
