@@ -214,3 +214,20 @@ def test_solve_joint_svm_validation():
         solve_joint_svm(prob, [0, 0, 0, 9])
     with pytest.raises(ValueError, match="queries"):
         solve_joint_svm(random_problem(3, 3, 3, queries="causal"), None)
+
+
+def test_balanced_svm_interpolates_relaxed_and_tight_at_its_fixed_point():
+    from attsvm.joint import balanced_att_svm
+    prob, alpha = _case(0)
+    sv = solve_joint_svm(prob, alpha)
+    assert sv.differ
+    W0, _ = balanced_att_svm(prob, sv, ratio=0.0)
+    Winf, _ = balanced_att_svm(prob, sv, ratio=1e9)
+    assert np.linalg.norm(W0 - sv.W_tight) / np.linalg.norm(sv.W_tight) < W_TOL
+    assert np.linalg.norm(Winf - sv.W) / np.linalg.norm(sv.W) < W_TOL
+    Wb, rho = balanced_att_svm(prob, sv)
+    assert abs(rho - np.linalg.norm(Wb) / np.linalg.norm(sv.v)) < 1e-3 * rho
+    assert np.linalg.norm(sv.W) - 1e-7 <= np.linalg.norm(Wb) <= np.linalg.norm(sv.W_tight) + 1e-7
+    rows, idx = constraint_rows(prob, alpha)
+    b = np.where(sv.support, 1.0, np.maximum(0.0, 1 - (sv.v_margins - 1) * rho))[idx[:, 0]]
+    assert np.all(rows @ Wb.ravel() >= b - 1e-6)
