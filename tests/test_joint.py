@@ -231,3 +231,14 @@ def test_balanced_svm_interpolates_relaxed_and_tight_at_its_fixed_point():
     rows, idx = constraint_rows(prob, alpha)
     b = np.where(sv.support, 1.0, np.maximum(0.0, 1 - (sv.v_margins - 1) * rho))[idx[:, 0]]
     assert np.all(rows @ Wb.ravel() >= b - 1e-6)
+
+
+def test_the_relaxed_limit_needs_the_exact_gradient():
+    """Plain autodiff (the softmax backward that cancels once 1 − s_max < 2⁻⁵³) with ε = 0
+    ends on the tight direction of the relaxed data even in float64; the centred default
+    reaches p^relax."""
+    pre = joint_problem("mmts-relaxed")
+    kw = dict(steps=1000, lr=0.1, init=pre.W0, train_v=True, init_v=pre.v0, record_every=1000)
+    plain = train(pre.prob, centred=False, eps=0.0, **kw)
+    assert _cos(_p(plain), [1.25, 0.25]) > 0.9999 and _cos(_p(plain), [1, 0]) < 0.99
+    assert _cos(_p(train(pre.prob, **kw)), [1, 0]) > 0.99999
