@@ -28,6 +28,7 @@ PAGES = [
     ("sequences.py", "Sequences and causal attention", "link", "causal-attention"),
     ("ntp.py", "Next-token prediction", "account_tree", "next-token"),
     ("optimizers.py", "Optimizer → norm", "speed", "optimizer-norm"),
+    ("joint.py", "Train the head too", "join_inner", "train-the-head"),
     ("reproduce.py", "Reproduce the paper", "description", "paper-figures"),
 ]
 here = Path(__file__).parent

@@ -12,6 +12,7 @@ from .trajectory import Trajectory
 from .svm import (solve_att_svm, is_locally_optimal, SvmSolution, locally_optimal_selections,
                   classify_selection, solve_generalized_svm, GeneralizedSvm)
 from .metrics import correlation, token_margins, numerical_rank, norm_growth
+from .joint import solve_joint_svm, JointSvm
 
 __version__ = "0.1.0"
 
@@ -20,5 +21,6 @@ __all__ = [
     "train", "train_batch", "Trajectory", "default_init", "backend",
     "solve_att_svm", "is_locally_optimal", "SvmSolution", "locally_optimal_selections",
     "classify_selection", "solve_generalized_svm", "GeneralizedSvm",
-    "correlation", "token_margins", "numerical_rank", "norm_growth", "__version__",
+    "correlation", "token_margins", "numerical_rank", "norm_growth", "solve_joint_svm",
+    "JointSvm", "__version__",
 ]

@@ -19,6 +19,11 @@ records and the rule are part of the program).
 
 Overflow (docs/theory.md §A.3): a run stops at its last finite state and reports
 the step; its records stay finite.
+
+`train_v=True` also trains the linear head: params are (attention params, v), v replaces
+`data.v` in the head (`model.joint_objective`) and is one more leaf of the rule (its own
+normalization for ngd/nmd, as the joint-training code of arXiv 2306.13596 and 2410.14581
+does); records add v; Polyak's L* is then 0 (L → 0 along separating directions of both).
 """
 from __future__ import annotations
 
@@ -56,9 +61,10 @@ def compile_count() -> int:
 
 
 # -- the compiled engine ------------------------------------------------------------------
-@partial(jax.jit, static_argnames=("rule", "param", "head", "loss", "centred", "n_records"))
+@partial(jax.jit, static_argnames=("rule", "param", "head", "loss", "centred", "n_records",
+                                   "train_v"))
 def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, param, head,
-             loss, centred, n_records):
+             loss, centred, n_records, train_v=False):
     """Batched GD. params0 and data carry a leading run axis; returns per-run records.
 
     rule: a name of `optimizers.OPTIMIZERS` (static: one program per rule; a switch between
@@ -75,10 +81,11 @@ def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, pa
         # gradient divided by the largest non-selected softmax weight: it stays representable
         # after the weights underflow (ngd/nmd only when exact, ε = 0; model.centred_outputs)
         scaled = False
-        if centred and param == "W" and rule in SCALE_FREE:
+        if centred and param == "W" and rule in SCALE_FREE and not train_v:
             scaled = hyper.eps == 0 if rule in ("ngd", "nmd") else True
         obj = partial(model.objective_and_records, data=data, ridge=ridge, param=param,
                       head_kind=head, loss_kind=loss, centred=centred, scaled=scaled)
+        obj = partial(model.joint_objective, objective=obj, data=data) if train_v else obj
         vg = jax.value_and_grad(obj, has_aux=True)
         leaves = jax.tree_util.tree_leaves
         tmap = jax.tree_util.tree_map
@@ -95,10 +102,11 @@ def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, pa
             (total, (L, s, W, logscale)), g = vg(params)
             # ‖∇L‖ itself (0 once it underflows), not the scaled gradient's
             gnorm = _tree_norm(g) * jnp.exp(logscale)
-            gap = (loss_gap(W, data, loss) if rule == "polyak" and head == "linear"
+            gap = (L if train_v     # L* = 0 once v is trained too (train_v: module doc)
+                   else loss_gap(W, data, loss) if rule == "polyak" and head == "linear"
                    else jnp.zeros((), W.dtype))
             new, state_new = RULES[rule].update(g, state, params, hyper._replace(gap=gap))
-            rec = (W, s, L, gnorm)
+            rec = (W, s, L, gnorm) + ((params[1],) if train_v else ())
             here_ok = jnp.isfinite(total) & jnp.isfinite(gnorm)
             next_ok = jnp.isfinite(sum(jnp.sum(a * a) for a in leaves(new)))
             running = bad_at < 0
@@ -119,7 +127,8 @@ def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, pa
             return carry, rec
 
         L0, s0, W0, _ = jax.eval_shape(lambda p: vg(p)[0][1], params0)
-        zrec = tuple(jnp.zeros(a.shape, a.dtype) for a in (W0, s0, L0, L0))
+        zrec = tuple(jnp.zeros(a.shape, a.dtype)
+                     for a in (W0, s0, L0, L0) + ((params0[1],) if train_v else ()))
         carry0 = ((params0, RULES[rule].init(params0)), params0, zrec, jnp.array(-1),
                   jnp.array(0))
         carry, recs = jax.lax.scan(chunk, carry0, jnp.arange(n_records + 1))

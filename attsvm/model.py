@@ -181,6 +181,13 @@ def objective_and_records(params, data: Data, ridge, *, param: str, head_kind: s
     return total, (L, s, W, logscale)
 
 
+def joint_objective(params, *, objective, data: Data):
+    """`objective` (a partial of `objective_and_records` on `data`) at params = (attention
+    params, v), with v in place of the fixed head vector `data.v` (trained head)."""
+    inner, v = params
+    return objective(inner, data=data._replace(v=v))
+
+
 def objective(params, data: Data, ridge, *, param: str, head_kind: str, loss_kind: str,
               centred: bool = False):
     """What GD minimizes: L(W) for "W"; L(K Qᵀ) + ridge (‖K‖² + ‖Q‖²) for "KQ"."""

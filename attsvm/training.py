@@ -24,9 +24,10 @@ PARAMS = ("W", "KQ")
 RIDGE_EPS = float(np.finfo(np.float64).eps)
 MAX_STEPS = 1_000_000
 MAX_RECORD_FLOATS = limits.MAX_RECORD_FLOATS   # ≈ 480 MB of recorded float64 per call
-# The keyword options of `train` that a run's settings record (all but `init`).
+# The keyword options of `train` that a run's settings record (all but the inits `init`, `init_v`).
 TRAIN_OPTIONS = ("param", "steps", "lr", "normalized", "loss", "seed", "record_every", "m",
-                 "ridge", "saturation_tol", "optimizer", "p", "eps", "centred")
+                 "ridge", "saturation_tol", "optimizer", "p", "eps", "centred", "train_v")
+JOINT_OPTIMIZERS = ("gd", "ngd", "polyak", "md", "nmd")   # rules that train the head too
 
 
 def backend() -> dict:
@@ -155,7 +156,7 @@ def train(prob: Problem, *, param: str = "W", steps: int = 2000, lr: float = 0.1
           record_every: int = 1, m: int | None = None, ridge: float | None = None,
           saturation_tol: float | None = None, optimizer: str | None = None,
           p: float | None = None, eps: float | None = None,
-          centred: bool | None = None) -> Trajectory:
+          centred: bool | None = None, train_v: bool = False, init_v=None) -> Trajectory:
     """Run GD on one problem. See `train_batch` for the arguments."""
     if not isinstance(prob, Problem):
         raise ValueError(f"`prob` must be an attsvm.Problem; got {type(prob).__name__}")
@@ -163,7 +164,8 @@ def train(prob: Problem, *, param: str = "W", steps: int = 2000, lr: float = 0.1
                        loss=loss, init=None if init is None else [init], seed=seed,
                        record_every=record_every, m=m, ridge=ridge,
                        saturation_tol=saturation_tol, optimizer=optimizer, p=p, eps=eps,
-                       centred=centred)[0]
+                       centred=centred, train_v=train_v,
+                       init_v=None if init_v is None else [init_v])[0]
 
 
 def train_batch(probs, *, param: str = "W", steps: int = 2000, lr: float = 0.1,
@@ -171,7 +173,8 @@ def train_batch(probs, *, param: str = "W", steps: int = 2000, lr: float = 0.1,
                 record_every: int = 1, m: int | None = None, ridge: float | None = None,
                 saturation_tol: float | None = None, devices=None,
                 optimizer: str | None = None, p: float | None = None, eps: float | None = None,
-                centred: bool | None = None) -> Trajectory:
+                centred: bool | None = None, train_v: bool = False,
+                init_v=None) -> Trajectory:
     """Run GD on several problems of equal shape at once (one compiled, vmapped program).
 
     Args:
@@ -205,6 +208,12 @@ def train_batch(probs, *, param: str = "W", steps: int = 2000, lr: float = 0.1,
             (docs/followups.md §4b); None: `optimizers.DEFAULT_CENTRED` = True. False is the
             plain autodiff of the authors' code. `**optimizers.AUTHORS_GRADIENT` gives both
             of the authors' settings (to reproduce their figures).
+        train_v: also train the linear head v (joint training, arXiv 2306.13596 §2 and
+            2410.14581): v is one more tensor of the rule, with its own normalized step for
+            ngd/nmd (and, for md/nmd, the same p); rules gd, ngd, polyak (L* = 0), md, nmd.
+            The attention keeps the exact centred gradient. `Trajectory.v` records v.
+        init_v: with train_v, a list of B starting heads (d,) (zero allowed); None: each
+            problem's own v.
 
     Returns:
         A batched `Trajectory` (index it for single runs).
@@ -222,24 +231,67 @@ def train_batch(probs, *, param: str = "W", steps: int = 2000, lr: float = 0.1,
     check_float("saturation_tol", saturation_tol, 0.0, 1.0)
     m = cfg["m"]
     inits = _inits(probs, init, param=param, seed=seed, m=m)
-    data, params0 = place(*padded_batch(probs, inits, param=param, m=m), devices)
+    train_v = _check_train_v(probs, train_v, cfg["optimizer"])
+    stacked, params0 = padded_batch(probs, inits, param=param, m=m)
+    if train_v:
+        params0 = (params0, _init_heads(probs, init_v, stacked["v"].shape[-1]))
+    elif init_v is not None:
+        raise ValueError(f"`init_v` must be None unless train_v=True; got {type(init_v).__name__}")
+    data, params0 = place(stacked, params0, devices)
     f64 = lambda x: jnp.asarray(x, jnp.float64)   # noqa: E731
     hyper = Hyper(lr=f64(cfg["lr"]), p=f64(cfg["p"] or 2.0), eps=f64(cfg["eps"]),
                   cap=f64(np.inf), gap=f64(0.0), max_step=f64(10.0 * cfg["lr"]))
     recs, final, bad_at = simulate(
         params0, data, hyper, f64(cfg["ridge"]), jnp.asarray(cfg["record_every"], jnp.int64),
         rule=cfg["optimizer"], param=param, head=p0.head, loss=loss, centred=cfg["centred"],
-        n_records=steps // cfg["record_every"])
-    settings = dict(cfg, seed=seed, saturation_tol=float(saturation_tol), n=p0.n, T=p0.T,
-                    d=p0.d, head=p0.head, queries=p0.queries, attention=p0.attention, runs=B)
+        n_records=steps // cfg["record_every"], train_v=train_v)
+    settings = dict(cfg, train_v=train_v, seed=seed, saturation_tol=float(saturation_tol),
+                    n=p0.n, T=p0.T, d=p0.d, head=p0.head, queries=p0.queries,
+                    attention=p0.attention, runs=B)
     return _unpad(p0, B, recs, final, bad_at, settings)
+
+
+def _check_train_v(probs, train_v, optimizer: str) -> bool:
+    if not isinstance(train_v, (bool, np.bool_)):
+        raise ValueError(f"`train_v` must be True or False; got {train_v!r}")
+    if train_v and probs[0].head != "linear":
+        raise ValueError(f"`train_v` needs the linear head; got head={probs[0].head!r}")
+    if train_v and optimizer not in JOINT_OPTIMIZERS:
+        raise ValueError(f"`optimizer` must be one of {list(JOINT_OPTIMIZERS)} with "
+                         f"train_v=True; got {optimizer!r}")
+    return bool(train_v)
+
+
+def _init_heads(probs, init_v, db: int) -> np.ndarray:
+    """(B, db) starting heads, zero-padded: `init_v` (B vectors (d,)) or each problem's v."""
+    B, d = len(probs), probs[0].d
+    if init_v is None:
+        init_v = [p.v for p in probs]
+    if not isinstance(init_v, (list, tuple)) or len(init_v) != B:
+        raise ValueError(f"`init_v` must be None or a list of {B} vectors (d,); "
+                         f"got {type(init_v).__name__}")
+    out = np.zeros((B, db))
+    for b, a in enumerate(init_v):
+        try:
+            a = np.asarray(a, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"`init_v[{b}]` must be a ({d},) array of numbers") from None
+        if a.shape != (d,):
+            raise ValueError(f"`init_v[{b}]` must be a ({d},) array; got shape {a.shape}")
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"`init_v[{b}]` must be finite (no NaN or inf)")
+        out[b, :d] = a
+    return out
 
 
 def _unpad(p0: Problem, B: int, recs, final, bad_at, settings: dict) -> Trajectory:
     """The engine's padded, record-major output as a batched Trajectory of B real runs."""
     n, T, d = p0.shape
     m = settings["m"]
-    Wr, S, L, G = (np.moveaxis(np.asarray(a), 1, 0)[:B] for a in recs)   # (B, k, ...) views
+    Wr, S, L, G = (np.moveaxis(np.asarray(a), 1, 0)[:B] for a in recs[:4])   # (B, k, ...)
+    v = np.moveaxis(np.asarray(recs[4]), 1, 0)[:B, :, :d] if len(recs) > 4 else None
+    if v is not None:
+        final = final[0]
     K_real = 1 if p0.queries == "single" else T
     W = Wr[:, :, :d, :d]
     S = S[:, :, :n, :K_real, :T]
@@ -252,4 +304,4 @@ def _unpad(p0: Problem, B: int, recs, final, bad_at, settings: dict) -> Trajecto
     return Trajectory(W=W, probs=S, loss=L, grad_norm=G,
                       steps=np.arange(0, settings["steps"] + 1, settings["record_every"]),
                       K=Kf, Q=Qf, overflow_at=np.asarray(bad_at)[:B], settings=settings,
-                      backend=jax.default_backend(), batched=True)
+                      backend=jax.default_backend(), batched=True, v=v)

@@ -57,6 +57,8 @@ class Trajectory:
             (or the objective at the state it led to) was not finite; that state is kept and
             every later record repeats it. -1 if nothing overflowed.
         settings: the call's settings; backend: the JAX platform that ran it.
+        v: (k, d) the head v(j) when it was trained too (train_v=True), else None;
+            `final_v` is the last one (pass it as `init_v` to continue).
     """
 
     W: np.ndarray
@@ -70,6 +72,7 @@ class Trajectory:
     settings: dict = field(repr=False)
     backend: str = "cpu"
     batched: bool = False
+    v: np.ndarray | None = None
 
     # -- batches ------------------------------------------------------------------------
     def __len__(self):
@@ -85,7 +88,7 @@ class Trajectory:
 
     def runs(self, index) -> "Trajectory":
         """The runs at `index` (an int: one run; a slice or index array: a batch)."""
-        per_run = ("W", "probs", "loss", "grad_norm", "K", "Q", "overflow_at")
+        per_run = ("W", "probs", "loss", "grad_norm", "K", "Q", "overflow_at", "v")
         return replace(self, batched=not isinstance(index, (int, np.integer)),
                        **{k: None if getattr(self, k) is None else getattr(self, k)[index]
                           for k in per_run})
@@ -105,6 +108,11 @@ class Trajectory:
         if self.K is None:
             return self.W[..., -1, :, :]
         return (self.K, self.Q)
+
+    @property
+    def final_v(self):
+        """The trained head after the last step (None when v was fixed)."""
+        return None if self.v is None else self.v[..., -1, :]
 
     @property
     def alpha(self) -> np.ndarray:

@@ -10,6 +10,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from . import joint as joint_charts
 from .bands import H, W
 from .bands import band as _band
 from .ntp import BUILDERS as NTP_BUILDERS
@@ -336,6 +337,7 @@ BUILDERS = {
     "sequence-causal": sequence_causal,
     "lp-mirror-descent": lp_mirror_descent,
     "adaptive-steps": adaptive_steps,
+    "joint-training": joint_charts.joint_training,
 }
 
 

@@ -314,8 +314,8 @@ def test_causal_first_query_is_never_reported_saturated():
     assert np.all(run.tail_mass[:, :, 0] == 0.0)
 
 
-def test_train_options_name_every_keyword_of_train_but_init():
+def test_train_options_name_every_keyword_of_train_but_the_inits():
     import inspect
     params = inspect.signature(attsvm.train).parameters
     assert all(p.kind is p.KEYWORD_ONLY for name, p in params.items() if name != "prob")
-    assert set(training.TRAIN_OPTIONS) == set(params) - {"prob", "init"}
+    assert set(training.TRAIN_OPTIONS) == set(params) - {"prob", "init", "init_v"}

@@ -80,6 +80,19 @@ ABOUT = {
                        "diagonal) the cell should be brightest.",
     "optimizers-growth": "‖W(k)‖_F of each optimizer over the steps, on a log axis: every "
                          "one grows without bound; the direction is what converges.",
+    "joint-paths": "The path of W(k) z₁ (red: the attention applied to sequence 1's query; "
+                   "for the MMTS presets the prompt p) and of the head v(k) (blue), one "
+                   "point per recorded step, with their SVM rays from the origin: dashed "
+                   "W^relax z₁ and v^mm, dotted W^tight z₁. Black marks are the tokens (the "
+                   "selected ones filled); the orange ring is a sequence that is not a "
+                   "support vector of v's SVM.",
+    "joint-curves": "For the random instances, 1 − the median over instances of "
+                    "corr(W(k), ·) with the relaxed, tight and balanced Att-SVMs of the final "
+                    "selection, and of corr(v(k), v^mm), against the step, on a log axis: "
+                    "lower means closer to that direction.",
+    "joint-scatter": "One point per random instance: its final corr with the relaxed "
+                     "Att-SVM (x) against the tight one (y). Points below the dashed "
+                     "diagonal are explained better by the relaxed SVM.",
     "reproduce": "The experiment's figure as the paper draws it: see the card's title and "
                  "axes; our statistic is next to the paper's above, and the data behind the "
                  "chart downloads as CSV below.",

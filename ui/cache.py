@@ -16,7 +16,7 @@ import numpy as np
 import streamlit as st
 
 import attsvm
-from attsvm import experiments, live, ntp, studies
+from attsvm import experiments, joint, live, ntp, studies
 from attsvm.config import ProblemSpec, TrainSpec
 from attsvm.ntp import session as ntp_session
 
@@ -155,3 +155,18 @@ class SharedRuns:
 def ntp_runs() -> SharedRuns:
     """The next-token page's finished runs, by their settings (one store per server)."""
     return SharedRuns(16)
+
+
+# -- Train the head too ------------------------------------------------------------------------
+@st.cache_data(max_entries=32, ttl=TTL, show_spinner="Training v and W together…")
+@hosted.metered
+def joint_preset(name: str, p: float, dtype: str, steps: int) -> dict:
+    """`attsvm.joint.preset_study` of a joint-training preset."""
+    return joint.preset_study(name, p=p, dtype=dtype, steps=steps)
+
+
+@st.cache_data(max_entries=16, ttl=TTL, show_spinner="Training v and W together…")
+@hosted.metered
+def joint_random(n: int, T: int, d: int, seed: int, runs: int, steps: int) -> dict:
+    """`attsvm.joint.random_study` on random instances."""
+    return joint.random_study(n=n, T=T, d=d, seed=seed, runs=runs, steps=steps)

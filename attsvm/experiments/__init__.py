@@ -20,6 +20,7 @@ from . import (
     adaptive_steps,
     budget,
     geometry,
+    joint_training,
     local_convergence,
     lp_mirror_descent,
     multi_token,
@@ -45,7 +46,8 @@ EXPERIMENTS = tuple(_MODULES)
 # Follow-up papers (next-token prediction, arXiv 2403.08081; optimizers, arXiv 2410.14581 and
 # 2402.05738): not part of the paper's list or `reproduce all`; run by name or together
 # (`reproduce followups`), and on the Reproduce page's "Follow-up papers" section.
-_OPTIM = {lp_mirror_descent.NAME: lp_mirror_descent, adaptive_steps.NAME: adaptive_steps}
+_OPTIM = {lp_mirror_descent.NAME: lp_mirror_descent, adaptive_steps.NAME: adaptive_steps,
+          joint_training.NAME: joint_training}
 _MODULES.update(ntp.MODULES)
 _MODULES.update(_OPTIM)
 FOLLOWUPS = tuple(ntp.MODULES) + tuple(_OPTIM)

@@ -16,6 +16,7 @@ SMALL = {
     "ntp-local": {"instances": 2, "steps": 200},
     "lp-mirror-descent": {"runs": 1, "steps": 500},
     "adaptive-steps": {"runs": 1, "steps": 400},
+    "joint-training": {"runs": 1, "steps": 100},
 }
 
 
