@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from . import fastsvm
 from .metrics import RANK_RTOL, numerical_rank
@@ -212,3 +213,40 @@ def predicted_rates(lr: float, weight_decay: float) -> dict:
     lam, eta = float(weight_decay), float(lr)
     return dict(imbalance=2 * lam * eta, gap=2 * lam * eta, gap_used=4 * lam * eta,
                 gap_gd=-2 * math.log1p(-lam * eta) if lam * eta < 1 else float("nan"))
+
+
+STUDY_POINTS = 200      # records of a page run
+STUDY_SEGMENTS = 50     # factor-norm checkpoints of a page run
+
+
+def study(prob, *, init_scale: float, init_kind: str = "gaussian",
+          weight_decay: float | None = None, steps: int = 2000, lr: float = 0.5,
+          optimizer: str = "gd", seed: int = 0, top: int = 4) -> dict:
+    """One run with everything the "Rank from small init" view shows, as tidy frames.
+
+    Returns: dict(spectrum: step, rescaled, j, sigma (the top `top` σ_j(ΔW)); loss: step,
+    rescaled, loss, stable_rank; gap: step, sq_half, nuclear, gap, rel_gap, imbalance;
+    takeoff: j, step (NaN: not taken off); verdict: `verdicts`' row; predicted: the gap's
+    predicted rate per step (None without weight decay); runs: the `StairRuns`).
+    steps must be a multiple of 200 (`STUDY_POINTS` records, `STUDY_SEGMENTS` checkpoints).
+    """
+    steps = check_int("steps", steps, STUDY_POINTS, 100_000)
+    if steps % STUDY_POINTS:
+        raise ValueError(f"`steps` must be a multiple of {STUDY_POINTS}; got {steps}")
+    r = run_staircase([prob], init_scale=init_scale, init_kind=init_kind,
+                      weight_decay=weight_decay, steps=steps, lr=lr, optimizer=optimizer,
+                      seed=seed, record_every=steps // STUDY_POINTS, segments=STUDY_SEGMENTS)
+    top = min(top, r.sv.shape[-1])
+    k = len(r.steps)
+    spec = pd.DataFrame(dict(step=np.repeat(r.steps, top), rescaled=np.repeat(r.rescaled, top),
+                             j=np.tile(np.arange(1, top + 1), k),
+                             sigma=r.sv[0, :, :top].reshape(-1)))
+    loss = pd.DataFrame(dict(step=r.steps, rescaled=r.rescaled, loss=r.loss[0],
+                             stable_rank=r.stable_rank[0]))
+    gap = pd.DataFrame(dict(step=r.checkpoints, sq_half=r.sq_norm[0] / 2, nuclear=r.nuclear[0],
+                            gap=r.gap[0], rel_gap=r.rel_gap[0], imbalance=r.imbalance[0]))
+    take = pd.DataFrame(dict(j=np.arange(1, top + 1), step=r.takeoff[0, :top]))
+    lam = weight_decay or 0.0
+    return dict(spectrum=spec, loss=loss, gap=gap, takeoff=take, verdict=verdicts([prob], r)[0],
+                predicted=predicted_rates(lr, lam)["gap"] if lam > 0 and optimizer == "gd"
+                else None, runs=r)

@@ -83,6 +83,14 @@ ABOUT = {
     "reproduce": "The experiment's figure as the paper draws it: see the card's title and "
                  "axes; our statistic is next to the paper's above, and the data behind the "
                  "chart downloads as CSV below.",
+    "stair-spectrum": "The largest singular values of ΔW = K(k)Q(k)ᵀ − K₀Q₀ᵀ on a log axis, "
+                      "against the step (left) and against t / log(1/α) with t = η·k (right): "
+                      "from a small start they rise one at a time, each after a plateau.",
+    "stair-loss": "The loss L(K Qᵀ) over the steps: flat stretches (plateaus near a saddle) "
+                  "and drops, each drop where one more singular value of ΔW rises.",
+    "stair-gap": "(‖K‖² + ‖Q‖²)/2 − ‖K Qᵀ‖_* relative to ‖K Qᵀ‖_*, on a log axis, at 50 "
+                 "checkpoints. With weight decay λ > 0 it falls exponentially (dashed: the "
+                 "predicted rate 2ηλ per step); with λ = 0 it stays.",
 }
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import streamlit as st
 
 import attsvm
-from attsvm import experiments, live, ntp, studies
+from attsvm import experiments, live, ntp, staircase, studies
 from attsvm.config import ProblemSpec, TrainSpec
 from attsvm.ntp import session as ntp_session
 
@@ -155,3 +155,12 @@ class SharedRuns:
 def ntp_runs() -> SharedRuns:
     """The next-token page's finished runs, by their settings (one store per server)."""
     return SharedRuns(16)
+
+
+@st.cache_data(max_entries=32, ttl=TTL, show_spinner="Running (K, Q)-GD from a small start…")
+@hosted.metered
+def staircase_study(pspec: ProblemSpec, alpha: float, kind: str, lam: float, rule: str,
+                    steps: int, lr: float) -> dict:
+    """`attsvm.staircase.study` on the sidebar's problem (λ = 0: no ridge at all)."""
+    return staircase.study(pspec.build(), init_scale=alpha, init_kind=kind, weight_decay=lam,
+                           steps=steps, lr=lr, optimizer=rule)
