@@ -54,7 +54,7 @@ class Settings:
     def __post_init__(self):
         check_settings(self, n=(1, 32), T=(2, 32), d=(1, 32), runs=(1, 500))
         check_choice("init_kind", self.init_kind, ("gaussian", "diagonal", "aligned"))
-        check_int("ratio_step", self.ratio_step, 0, self.steps)
+        check_int("ratio_step", self.ratio_step, 0, 1_000_000)   # the last record at or before it
         try:
             a = tuple(sorted({check_float("alphas", x, 0.0, 10.0, lo_open=True)
                               for x in self.alphas}))

@@ -49,7 +49,7 @@ class Settings:
     runs: int = 6
     steps: int = 20_000
     lr: float = 0.5
-    segments: int = 200
+    segments: int = 100
     data_seed: int = 1000
     seed: int = 0
 

@@ -16,6 +16,8 @@ SMALL = {
     "ntp-local": {"instances": 2, "steps": 200},
     "lp-mirror-descent": {"runs": 1, "steps": 500},
     "adaptive-steps": {"runs": 1, "steps": 400},
+    "rank-staircase": {"runs": 1, "steps": 200},
+    "weight-decay": {"runs": 1, "steps": 400, "segments": 20},
 }
 
 
