@@ -31,6 +31,7 @@ import pandas as pd
 from . import fastsvm
 from .metrics import RANK_RTOL, numerical_rank
 from .problems import check_choice, check_int
+from .studies import classify_runs
 from .training import scaled_init, train_batch
 
 TAKEOFF_FRAC = 0.1      # σ_j has taken off once it reaches this share of the final σ₁(ΔW)
@@ -175,7 +176,6 @@ def verdicts(probs, runs: StairRuns) -> list[dict]:
     "global" / "local" / "feasible" / "infeasible"), the rank of its nuclear-norm SVM
     (`RANK_RTOL`; None if infeasible), ΔW's final numerical rank (`STAIR_RTOL`) and stable
     rank, and K Qᵀ's final rank (`RANK_RTOL`)."""
-    from .studies import classify_runs
     probs = list(probs)
     alphas = list(runs.alpha)
     rows = classify_runs(probs, alphas, "nuc")

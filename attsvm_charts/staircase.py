@@ -40,11 +40,11 @@ def gap(df: pd.DataFrame, *, predicted: float | None = None) -> alt.LayerChart |
     d = df[df["rel_gap"] > 0]
     base = alt.Chart(d).mark_line(point=True).encode(
         x=alt.X("step:Q", title="iteration k"),
-        y=alt.Y("rel_gap:Q", scale=alt.Scale(type="log"),
-                title="((‖K‖²+‖Q‖²)/2 − ‖KQᵀ‖_*) / ‖KQᵀ‖_*"),
+        y=alt.Y("rel_gap:Q", scale=alt.Scale(type="log"), title="relative gap"),
         tooltip=["step:Q", alt.Tooltip("rel_gap:Q", format=".2e")])
     if not predicted or d.empty:
-        return base.properties(title="Balancedness gap", width=W, height=H)
+        return base.properties(title="Balancedness gap ((‖K‖²+‖Q‖²)/2 − ‖KQᵀ‖_*) / ‖KQᵀ‖_*",
+                               width=W, height=H)
     s0, g0 = float(d["step"].iloc[0]), float(d["rel_gap"].iloc[0])
     steps = d["step"].to_numpy(float)
     line = pd.DataFrame({"step": steps, "rel_gap": g0 * np.exp(-predicted * (steps - s0))})
@@ -52,7 +52,7 @@ def gap(df: pd.DataFrame, *, predicted: float | None = None) -> alt.LayerChart |
     pred = alt.Chart(line).mark_line(strokeDash=[4, 3], color="#d62728").encode(
         x="step:Q", y="rel_gap:Q")
     return (base + pred).properties(
-        title=f"Balancedness gap (dashed: predicted rate 2ηλ = {predicted:.3g}/step)",
+        title=f"Relative balancedness gap (dashed: predicted rate 2ηλ = {predicted:.3g}/step)",
         width=W, height=H)
 
 

@@ -26,7 +26,9 @@ rule = c[3].radio("GD", ["gd", "ngd"], format_func={"gd": "plain", "ngd": "norma
                   key="stair_rule", horizontal=True, **BOUND)
 steps = c[4].selectbox("steps", [1000, 2000, 5000, 10000, 20000], index=2, key="stair_steps",
                        **BOUND)
-lr = c[5].number_input("step size η", 0.01, 2.0, 0.5, 0.05, key="stair_lr", **BOUND)
+lr = c[5].number_input("step size η", 0.001, 2.0, 0.5, 0.05, key="stair_lr", **BOUND,
+                       format="%.3f", help="normalized GD moves each factor by η per step: "
+                       "it needs η ≈ 0.01 or less to settle; plain GD is stable at 0.5 here")
 view.claims(steps)
 pspec, tspec = specs()
 prob = build(pspec)

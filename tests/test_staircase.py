@@ -165,7 +165,7 @@ def test_both_experiments_run_tiny_and_are_listed(capsys, tmp_path):
     assert b.loc[0.02, "max_rel_gap"] < 1e-9 < b.loc[0.0, "max_rel_gap"]
     assert "predicted" in wd.summary["text"]
     from attsvm_charts.experiments import chart
-    chart(res).to_json(), chart(wd).to_json()
+    assert '"hconcat"' in chart(res).to_json() and '"hconcat"' in chart(wd).to_json()
     for name in ("rank-staircase", "weight-decay"):
         assert name in experiments.FOLLOWUPS and experiments.price(name).seconds > 0
     assert main(["list"]) == 0

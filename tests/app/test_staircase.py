@@ -33,3 +33,15 @@ def test_weight_decay_balances_the_factors_on_the_page():
     gap = float(body.split("Relative gap at the end: ")[1].split(".\n")[0].rstrip("."))
     assert gap < 1e-6
     assert "t / log(1/α) needs α < 1." in body
+
+
+def test_hostile_link_values_fall_back_to_defaults_in_hosted_mode(monkeypatch):
+    monkeypatch.setenv("ATTSVM_MODE", "hosted")
+    at = open_page("staircase.py", {"stair_steps": "1e400", "stair_alpha": "nan",
+                                    "stair_lr": "-3", "stair_kind": "<b>x</b>",
+                                    "stair_lambda": "99"})
+    assert_clean(at)
+    assert at.selectbox(key="stair_kind").value == "gaussian"
+    assert at.number_input(key="stair_lr").value == 0.5
+    assert at.select_slider(key="stair_lambda").value == 0.0
+    assert len(charts(at)) == 4 and "Selection reached" in texts(at)
