@@ -35,12 +35,12 @@ def _np_loop(prob, K, Q, *, steps, lr, lam, normalized):
 
 @pytest.mark.parametrize("normalized", [False, True])
 def test_init_scale_and_weight_decay_match_a_numpy_loop_step_for_step(normalized):
-    prob = random_problem(4, 5, 6, seed=3)
+    prob = random_problem(6, 8, 10, seed=3)       # one shape for the whole file: one compile
     a, lam, lr, seed = 0.05, 0.02, 0.3, 7
     tr = attsvm.train(prob, param="KQ", steps=50, lr=lr, normalized=normalized, seed=seed,
                       init_scale=a, weight_decay=lam)
     rng = np.random.default_rng([seed, 0])          # the documented draw of run 0
-    K0, Q0 = a * rng.standard_normal((6, 6)), a * rng.standard_normal((6, 6))
+    K0, Q0 = a * rng.standard_normal((10, 10)), a * rng.standard_normal((10, 10))
     Ws, K, Q = _np_loop(prob, K0, Q0, steps=50, lr=lr, lam=lam, normalized=normalized)
     assert np.max(np.abs(tr.W - Ws)) < 1e-10
     assert np.max(np.abs(tr.K - K)) < 1e-10 and np.max(np.abs(tr.Q - Q)) < 1e-10
@@ -51,13 +51,15 @@ def test_init_scale_and_weight_decay_match_a_numpy_loop_step_for_step(normalized
 
 
 def test_weight_decay_is_the_ridge_at_half_and_the_objective_says_so():
-    prob = random_problem(3, 4, 5, seed=1)
+    prob = random_problem(6, 8, 10, seed=1)
     K, Q = training.scaled_init(prob, init_scale=0.7, seed=2)
     lam = 0.3
     want = np_objective(prob, (K, Q), "KQ", "logistic") + lam / 2 * (np.sum(K * K)
                                                                      + np.sum(Q * Q))
-    a = attsvm.train(prob, param="KQ", steps=5, init=(K, Q), weight_decay=lam, lr=0.1)
-    b = attsvm.train(prob, param="KQ", steps=5, init=(K, Q), ridge=lam / 2, lr=0.1)
+    a = attsvm.train(prob, param="KQ", steps=50, init=(K, Q), weight_decay=lam, lr=0.1,
+                     normalized=False)
+    b = attsvm.train(prob, param="KQ", steps=50, init=(K, Q), ridge=lam / 2, lr=0.1,
+                     normalized=False)
     assert np.array_equal(a.W, b.W)
     from attsvm import model
     from attsvm.batching import pad_data
@@ -68,13 +70,13 @@ def test_weight_decay_is_the_ridge_at_half_and_the_objective_says_so():
 
 
 def test_diagonal_and_aligned_inits_are_what_the_docs_say():
-    prob = random_problem(5, 6, 7, seed=4)
+    prob = random_problem(6, 8, 10, seed=4)
     K, Q = training.scaled_init(prob, init_scale=0.01, init_kind="diagonal", m=5)
-    assert np.array_equal(K, 0.01 * np.eye(7, 5)) and np.array_equal(Q, K)
-    G = np_grad(prob, np.zeros((7, 7)), "W", "logistic")            # ∇L(0), by hand
+    assert np.array_equal(K, 0.01 * np.eye(10, 5)) and np.array_equal(Q, K)
+    G = np_grad(prob, np.zeros((10, 10)), "W", "logistic")          # ∇L(0), by hand
     assert np.max(np.abs(training.gradient_at_zero(prob) - G)) < 1e-14
     K, Q = training.scaled_init(prob, init_scale=0.1, init_kind="aligned")
-    assert np.allclose(K.T @ K, 0.01 * np.eye(7)) and np.allclose(Q.T @ Q, 0.01 * np.eye(7))
+    assert np.allclose(K.T @ K, 0.01 * np.eye(10)) and np.allclose(Q.T @ Q, 0.01 * np.eye(10))
     U, S, Vt = np.linalg.svd(-G)
     assert np.allclose(K[:, 0] @ (-G) @ Q[:, 0], 0.01 * S[0])      # top pair, descent sign
 
@@ -113,11 +115,11 @@ def test_measures_against_closed_forms():
 
 
 def test_a_run_cut_into_segments_is_the_same_run():
-    probs = [random_problem(4, 5, 6, seed=s) for s in (2, 3)]
+    probs = [random_problem(6, 8, 10, seed=s) for s in (2, 3, 4, 5)]
     r = sc.run_staircase(probs, init_scale=0.1, weight_decay=0.01, steps=400, lr=0.5,
-                         record_every=20, segments=4)
+                         record_every=100, segments=4)
     one = attsvm.train_batch(probs, param="KQ", steps=400, lr=0.5, normalized=False,
-                             init_scale=0.1, weight_decay=0.01, record_every=20)
+                             init_scale=0.1, weight_decay=0.01, record_every=100)
     assert np.max(np.abs(r.W - one.W)) < 1e-12 and np.max(np.abs(r.K - one.K)) < 1e-12
     sq, nuc, gap, _ = sc.factor_measures(one.K, one.Q)
     assert np.allclose(r.sq_norm[:, -1], sq) and np.allclose(r.gap[:, -1], gap, atol=1e-12)
@@ -154,13 +156,13 @@ def test_weight_decay_balances_the_factors_to_1e6_and_at_the_predicted_rate():
 
 # -- the experiments ------------------------------------------------------------------------
 def test_both_experiments_run_tiny_and_are_listed(capsys, tmp_path):
-    res = experiments.run("rank-staircase", n=4, T=5, d=6, runs=3, steps=400,
-                          record_every=20, alphas=(1e-4, 1.0), ratio_step=200)
+    # the sizes of the acceptance tests above: their compiled programs are reused
+    res = experiments.run("rank-staircase", runs=8, steps=1000, record_every=50,
+                          alphas=(1e-4, 1.0), ratio_step=1000)
     by = res.frames["by_alpha"].set_index("alpha")
     assert by.loc[1e-4, "median_ratio_at"] < by.loc[1.0, "median_ratio_at"]
     assert {"takeoff", "runs", "curves"} <= set(res.frames) and "α=0.0001" in res.summary["text"]
-    wd = experiments.run("weight-decay", n=4, T=5, d=6, runs=2, steps=2000, segments=20,
-                         lambdas=(0.0, 0.02))
+    wd = experiments.run("weight-decay", runs=4, steps=2000, segments=20, lambdas=(0.0, 0.02))
     b = wd.frames["by_lambda"].set_index("weight_decay")
     assert b.loc[0.02, "max_rel_gap"] < 1e-9 < b.loc[0.0, "max_rel_gap"]
     assert "predicted" in wd.summary["text"]
