@@ -142,7 +142,7 @@ def scaled_init(prob: Problem, *, init_scale: float, init_kind: str = "gaussian"
     - "gaussian": K₀, Q₀ = α·N(0, 1) entries, drawn by `numpy.random.default_rng([seed,
       index])` (the small-init regime of arXiv 2306.07042);
     - "diagonal": K₀ = Q₀ = α·I (d × m, ones on the diagonal): the diagonal start of
-      arXiv 2403.08699 §3 (their theorem also keeps K, Q diagonal while training; GD here
+      arXiv 2403.08699 (their theorem also keeps K, Q diagonal while training; GD here
       trains full matrices, so off-diagonal entries move as the gradient asks);
     - "aligned": K₀ = α·U_m, Q₀ = α·V_m with −∇L(0) = U S Vᵀ (its top m singular pairs):
       the factors' singular spaces aligned with the data's at the start, and balanced
