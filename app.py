@@ -24,6 +24,7 @@ PAGES = [
     ("basins.py", "Local optima and basins", "landscape", "local-optima"),
     ("overparam.py", "Over-parameterization", "trending_up", "over-parameterization"),
     ("rank.py", "Rank collapse", "compress", "rank-collapse"),
+    ("staircase.py", "Rank from small init", "stairs", "small-init-rank"),
     ("nonlinear.py", "Nonlinear heads", "extension", "nonlinear-heads"),
     ("sequences.py", "Sequences and causal attention", "link", "causal-attention"),
     ("ntp.py", "Next-token prediction", "account_tree", "next-token"),

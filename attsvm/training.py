@@ -4,7 +4,11 @@
 The update rule and the objective are in `engine` (the only place with `jax.jit`), the
 record in `trajectory`, padding and device placement in `batching`. Normalized GD is the
 paper's optimizer (arXiv 2308.16898 §2); the (K, Q)-parameterization's objective carries
-the vanishing ridge ε(‖K‖_F² + ‖Q‖_F²), ε = `ridge` (docs/theory.md §A.1).
+the ridge ε(‖K‖_F² + ‖Q‖_F²), ε = `ridge` (docs/theory.md §A.1). Weight decay λ is the same
+term written as λ/2 (‖K‖_F² + ‖Q‖_F²) (arXiv 2410.23819): `weight_decay=λ` sets ε = λ/2,
+and the default ε = float64 machine epsilon is the vanishing-λ limit λ = 2ε.
+`init_scale`/`init_kind` draw small or structured (K, Q) starts (`scaled_init`;
+docs/staircase.md).
 """
 from __future__ import annotations
 
@@ -26,8 +30,11 @@ MAX_STEPS = 1_000_000
 MAX_RECORD_FLOATS = limits.MAX_RECORD_FLOATS   # ≈ 480 MB of recorded float64 per call
 # The keyword options of `train` that a run's settings record (all but the inits `init`, `init_v`).
 TRAIN_OPTIONS = ("param", "steps", "lr", "normalized", "loss", "seed", "record_every", "m",
-                 "ridge", "saturation_tol", "optimizer", "p", "eps", "centred", "train_v")
+                 "ridge", "saturation_tol", "optimizer", "p", "eps", "centred", "train_v",
+                 "init_scale", "init_kind", "weight_decay")
 JOINT_OPTIMIZERS = ("gd", "ngd", "polyak", "md", "nmd")   # rules that train the head too
+INIT_KINDS = ("gaussian", "diagonal", "aligned")
+MAX_INIT_SCALE = 10.0
 
 
 def backend() -> dict:
@@ -60,8 +67,27 @@ def _check_optimizer(*, param, head, normalized, optimizer, p, eps, centred) -> 
                 normalized=optimizer in ("ngd", "nmd"))
 
 
+def ridge_of(param: str, ridge, weight_decay) -> float:
+    """The engine's ridge ε of ε (‖K‖² + ‖Q‖²): `ridge`, or λ/2 for `weight_decay` = λ (one
+    term, two spellings: λ/2 (‖K‖² + ‖Q‖²) is weight decay λ, arXiv 2410.23819); default
+    float64 machine epsilon (the vanishing ridge, λ = 2ε). Both may be given when they agree
+    (ε = λ/2 exactly: a run's recorded settings carry both)."""
+    if weight_decay is None:
+        return RIDGE_EPS if ridge is None else check_float("ridge", ridge, 0.0, 1.0)
+    if param != "KQ":
+        raise ValueError(f"`weight_decay` must be None for param='W' (it acts on the factors "
+                         f"K, Q); got {weight_decay!r}")
+    eps = check_float("weight_decay", weight_decay, 0.0, 2.0) / 2.0
+    if ridge is not None and check_float("ridge", ridge, 0.0, 1.0) != eps:
+        raise ValueError(f"`weight_decay` must be None or 2·ridge when `ridge` is given "
+                         f"(ridge ε = λ/2 is the same term); got ridge={ridge!r}, "
+                         f"weight_decay={weight_decay!r}")
+    return eps
+
+
 def _check_settings(prob: Problem, *, param, steps, lr, normalized, loss, record_every, m,
-                    ridge, n_runs, optimizer=None, p=None, eps=None, centred=None):
+                    ridge, n_runs, optimizer=None, p=None, eps=None, centred=None,
+                    weight_decay=None):
     check_choice("param", param, PARAMS)
     check_choice("loss", loss, model.LOSSES)
     steps = check_int("steps", steps, 1, MAX_STEPS)
@@ -70,7 +96,7 @@ def _check_settings(prob: Problem, *, param, steps, lr, normalized, loss, record
     rule = _check_optimizer(param=param, head=prob.head, normalized=normalized,
                             optimizer=optimizer, p=p, eps=eps, centred=centred)
     m = prob.d if m is None else check_int("m", m, 1, prob.d)
-    ridge = RIDGE_EPS if ridge is None else check_float("ridge", ridge, 0.0, 1.0)
+    ridge = ridge_of(param, ridge, weight_decay)
     k = steps // record_every + 1
     total = limits.record_floats(n=prob.n, T=prob.T, d=prob.d, steps=steps,
                                  record_every=record_every, runs=n_runs, queries=prob.queries)
@@ -82,7 +108,7 @@ def _check_settings(prob: Problem, *, param, steps, lr, normalized, loss, record
             f"numbers; got {record_every} ({n_runs} runs × {k} records × {per} numbers). "
             f"Record every {math.ceil(steps / most)} steps or fewer runs.")
     return dict(param=param, steps=steps, lr=lr, loss=loss, record_every=record_every, m=m,
-                ridge=ridge, **rule)
+                ridge=ridge, weight_decay=2.0 * ridge if param == "KQ" else None, **rule)
 
 
 def default_init(prob: Problem, param: str = "W", *, seed: int = 0, m: int | None = None,
@@ -99,6 +125,41 @@ def default_init(prob: Problem, param: str = "W", *, seed: int = 0, m: int | Non
     if param == "W":
         return rng.uniform(-b, b, (d, d))
     return rng.uniform(-b, b, (d, m)), rng.uniform(-b, b, (d, m))
+
+
+def gradient_at_zero(prob: Problem, loss: str = "logistic") -> np.ndarray:
+    """∇L(W) at W = 0 (d, d): uniform attention, the direction small-init GD learns first
+    (arXiv 2306.07042: the top singular pair of −∇L(0) takes off first)."""
+    from .batching import pad_data
+    data = model.Data(**{k: jnp.asarray(v) for k, v in pad_data(prob, prob.shape).items()})
+    g = jax.grad(model.risk)(jnp.zeros((prob.d, prob.d)), data, prob.head, loss)
+    return np.asarray(g)
+
+
+def scaled_init(prob: Problem, *, init_scale: float, init_kind: str = "gaussian",
+                m: int | None = None, seed: int = 0, index: int = 0, loss: str = "logistic"):
+    """(K₀, Q₀), each (d, m), at scale α = `init_scale` (docs/staircase.md §1):
+
+    - "gaussian": K₀, Q₀ = α·N(0, 1) entries, drawn by `numpy.random.default_rng([seed,
+      index])` (the small-init regime of arXiv 2306.07042);
+    - "diagonal": K₀ = Q₀ = α·I (d × m, ones on the diagonal): the diagonal start of
+      arXiv 2403.08699 (their theorem also keeps K, Q diagonal while training; GD here
+      trains full matrices, so off-diagonal entries move as the gradient asks);
+    - "aligned": K₀ = α·U_m, Q₀ = α·V_m with −∇L(0) = U S Vᵀ (its top m singular pairs):
+      the factors' singular spaces aligned with the data's at the start, and balanced
+      (K₀ᵀK₀ = Q₀ᵀQ₀ = α² I), our reading of the aligned case of arXiv 2403.08699.
+    """
+    d = prob.d
+    m = d if m is None else m
+    check_choice("init_kind", init_kind, INIT_KINDS)
+    a = check_float("init_scale", init_scale, 0.0, MAX_INIT_SCALE, lo_open=True)
+    if init_kind == "gaussian":
+        rng = np.random.default_rng([seed, index])
+        return a * rng.standard_normal((d, m)), a * rng.standard_normal((d, m))
+    if init_kind == "diagonal":
+        return a * np.eye(d, m), a * np.eye(d, m)
+    U, _, Vt = np.linalg.svd(-gradient_at_zero(prob, loss))
+    return a * U[:, :m], a * Vt[:m].T
 
 
 def _check_init(init, prob: Problem, param: str, m: int, name="init"):
@@ -139,8 +200,21 @@ def _check_probs(probs) -> list:
     return probs
 
 
-def _inits(probs, init, *, param: str, seed: int, m: int) -> list:
+def _inits(probs, init, *, param: str, seed: int, m: int, init_scale=None,
+           init_kind=None, loss: str = "logistic") -> list:
     B, p0 = len(probs), probs[0]
+    if init_scale is not None or init_kind is not None:
+        if param != "KQ":
+            raise ValueError(f"`init_scale` must be None for param='W' (it scales the "
+                             f"factors K, Q); got {init_scale!r}")
+        if init is not None:
+            raise ValueError("`init` must be None when `init_scale`/`init_kind` is given; "
+                             f"got {type(init).__name__}")
+        if init_scale is None:
+            raise ValueError(f"`init_scale` must be a number in (0, {MAX_INIT_SCALE:g}] "
+                             f"when `init_kind` is given; got None")
+        return [scaled_init(p, init_scale=init_scale, init_kind=init_kind or "gaussian", m=m,
+                            seed=seed, index=b, loss=loss) for b, p in enumerate(probs)]
     if init is None:
         return [default_init(p, param, seed=seed, m=m, index=b) for b, p in enumerate(probs)]
     if isinstance(init, np.ndarray) and param == "W" and init.ndim == 3:
@@ -156,7 +230,9 @@ def train(prob: Problem, *, param: str = "W", steps: int = 2000, lr: float = 0.1
           record_every: int = 1, m: int | None = None, ridge: float | None = None,
           saturation_tol: float | None = None, optimizer: str | None = None,
           p: float | None = None, eps: float | None = None,
-          centred: bool | None = None, train_v: bool = False, init_v=None) -> Trajectory:
+          centred: bool | None = None, train_v: bool = False, init_v=None,
+          init_scale: float | None = None, init_kind: str | None = None,
+          weight_decay: float | None = None) -> Trajectory:
     """Run GD on one problem. See `train_batch` for the arguments."""
     if not isinstance(prob, Problem):
         raise ValueError(f"`prob` must be an attsvm.Problem; got {type(prob).__name__}")
@@ -165,7 +241,8 @@ def train(prob: Problem, *, param: str = "W", steps: int = 2000, lr: float = 0.1
                        record_every=record_every, m=m, ridge=ridge,
                        saturation_tol=saturation_tol, optimizer=optimizer, p=p, eps=eps,
                        centred=centred, train_v=train_v,
-                       init_v=None if init_v is None else [init_v])[0]
+                       init_v=None if init_v is None else [init_v], init_scale=init_scale,
+                       init_kind=init_kind, weight_decay=weight_decay)[0]
 
 
 def train_batch(probs, *, param: str = "W", steps: int = 2000, lr: float = 0.1,
@@ -174,7 +251,8 @@ def train_batch(probs, *, param: str = "W", steps: int = 2000, lr: float = 0.1,
                 saturation_tol: float | None = None, devices=None,
                 optimizer: str | None = None, p: float | None = None, eps: float | None = None,
                 centred: bool | None = None, train_v: bool = False,
-                init_v=None) -> Trajectory:
+                init_v=None, init_scale: float | None = None,
+                init_kind: str | None = None, weight_decay: float | None = None) -> Trajectory:
     """Run GD on several problems of equal shape at once (one compiled, vmapped program).
 
     Args:
@@ -190,7 +268,14 @@ def train_batch(probs, *, param: str = "W", steps: int = 2000, lr: float = 0.1,
         seed: seed of the default initialization.
         record_every: r, must divide `steps`; records after 0, r, 2r, …, steps iterations.
         m: rank of K and Q (default d).
-        ridge: ε of the (K, Q) ridge; default float64 machine epsilon; 0 allowed.
+        ridge: ε of the (K, Q) ridge ε (‖K‖² + ‖Q‖²); default float64 machine epsilon;
+            0 allowed.
+        weight_decay: λ ∈ [0, 2] ("KQ" only): the same term written λ/2 (‖K‖² + ‖Q‖²),
+            i.e. ε = λ/2 (arXiv 2410.23819); give `ridge` or `weight_decay`, not both.
+        init_scale, init_kind: ("KQ" only, with init=None) start from `scaled_init`: scale
+            α ∈ (0, 10] and kind "gaussian" (default; α·N(0, 1), index b of the batch drawn
+            by `default_rng([seed, b])`), "diagonal" (α·I) or "aligned" (α times −∇L(0)'s
+            singular vectors).
         saturation_tol: threshold of `Trajectory.saturated_at`; None: where a run with
             these gradient settings stops (`trajectory.saturation_tol_for`: 1e-300 for the
             exact default, 1e-13 for the authors' gradient).
@@ -217,38 +302,51 @@ def train_batch(probs, *, param: str = "W", steps: int = 2000, lr: float = 0.1,
 
     Returns:
         A batched `Trajectory` (index it for single runs).
-
-    Long because its docstring documents every option of the public entry point.
     """
     probs = _check_probs(probs)
     p0, B = probs[0], len(probs)
     cfg = _check_settings(p0, param=param, steps=steps, lr=lr, normalized=normalized,
                           loss=loss, record_every=record_every, m=m, ridge=ridge, n_runs=B,
-                          optimizer=optimizer, p=p, eps=eps, centred=centred)
+                          optimizer=optimizer, p=p, eps=eps, centred=centred,
+                          weight_decay=weight_decay)
     seed = check_int("seed", seed, 0, 2**63 - 1)
     if saturation_tol is None:
         saturation_tol = saturation_tol_for(centred=cfg["centred"], eps=cfg["eps"])
     check_float("saturation_tol", saturation_tol, 0.0, 1.0)
     m = cfg["m"]
-    inits = _inits(probs, init, param=param, seed=seed, m=m)
+    inits = _inits(probs, init, param=param, seed=seed, m=m, init_scale=init_scale,
+                   init_kind=init_kind, loss=cfg["loss"])
     train_v = _check_train_v(probs, train_v, cfg["optimizer"])
+    data, params0 = _placed(probs, inits, init_v, train_v=train_v, param=param, m=m,
+                            devices=devices)
+    recs, final, bad_at = _simulate(cfg, params0, data, head=p0.head, train_v=train_v)
+    settings = dict(cfg, train_v=train_v, seed=seed, init_scale=init_scale,
+                    init_kind=init_kind, saturation_tol=float(saturation_tol), n=p0.n, T=p0.T,
+                    d=p0.d, head=p0.head, queries=p0.queries, attention=p0.attention, runs=B)
+    return _unpad(p0, B, recs, final, bad_at, settings)
+
+
+def _placed(probs, inits, init_v, *, train_v: bool, param: str, m: int, devices):
+    """The padded batch and its starting parameters, (W or (K, Q)) or, with train_v,
+    ((W or (K, Q)), v), placed on the devices."""
     stacked, params0 = padded_batch(probs, inits, param=param, m=m)
     if train_v:
         params0 = (params0, _init_heads(probs, init_v, stacked["v"].shape[-1]))
     elif init_v is not None:
         raise ValueError(f"`init_v` must be None unless train_v=True; got {type(init_v).__name__}")
-    data, params0 = place(stacked, params0, devices)
+    return place(stacked, params0, devices)
+
+
+def _simulate(cfg: dict, params0, data, *, head: str, train_v: bool):
+    """The engine's call for checked settings `cfg`: traced numbers, static structure."""
     f64 = lambda x: jnp.asarray(x, jnp.float64)   # noqa: E731
     hyper = Hyper(lr=f64(cfg["lr"]), p=f64(cfg["p"] or 2.0), eps=f64(cfg["eps"]),
                   cap=f64(np.inf), gap=f64(0.0), max_step=f64(10.0 * cfg["lr"]))
-    recs, final, bad_at = simulate(
+    return simulate(
         params0, data, hyper, f64(cfg["ridge"]), jnp.asarray(cfg["record_every"], jnp.int64),
-        rule=cfg["optimizer"], param=param, head=p0.head, loss=loss, centred=cfg["centred"],
-        n_records=steps // cfg["record_every"], train_v=train_v)
-    settings = dict(cfg, train_v=train_v, seed=seed, saturation_tol=float(saturation_tol),
-                    n=p0.n, T=p0.T, d=p0.d, head=p0.head, queries=p0.queries,
-                    attention=p0.attention, runs=B)
-    return _unpad(p0, B, recs, final, bad_at, settings)
+        rule=cfg["optimizer"], param=cfg["param"], head=head, loss=cfg["loss"],
+        centred=cfg["centred"], n_records=cfg["steps"] // cfg["record_every"],
+        train_v=train_v)
 
 
 def _check_train_v(probs, train_v, optimizer: str) -> bool:

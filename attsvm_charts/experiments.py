@@ -15,6 +15,7 @@ from .bands import H, W
 from .bands import band as _band
 from .ntp import BUILDERS as NTP_BUILDERS
 from .optimizers import steepest_heatmap
+from .staircase import BUILDERS as RANK_BUILDERS
 
 PARAM_LABEL = {"W": "GD on W", "KQ": "GD on (K, Q)"}
 MEASURE_LABEL = {
@@ -343,4 +344,4 @@ BUILDERS = {
 
 def chart(res):
     """The paper-style chart of an experiment result."""
-    return {**BUILDERS, **NTP_BUILDERS}[res.name](res)
+    return {**BUILDERS, **NTP_BUILDERS, **RANK_BUILDERS}[res.name](res)

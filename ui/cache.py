@@ -16,7 +16,7 @@ import numpy as np
 import streamlit as st
 
 import attsvm
-from attsvm import experiments, joint, live, ntp, studies
+from attsvm import experiments, joint, live, ntp, staircase, studies
 from attsvm.config import ProblemSpec, TrainSpec
 from attsvm.ntp import session as ntp_session
 
@@ -170,3 +170,10 @@ def joint_preset(name: str, p: float, dtype: str, steps: int) -> dict:
 def joint_random(n: int, T: int, d: int, seed: int, runs: int, steps: int) -> dict:
     """`attsvm.joint.random_study` on random instances."""
     return joint.random_study(n=n, T=T, d=d, seed=seed, runs=runs, steps=steps)
+@st.cache_data(max_entries=32, ttl=TTL, show_spinner="Running (K, Q)-GD from a small start…")
+@hosted.metered
+def staircase_study(pspec: ProblemSpec, alpha: float, kind: str, lam: float, rule: str,
+                    steps: int, lr: float) -> dict:
+    """`attsvm.staircase.study` on the sidebar's problem (λ = 0: no ridge at all)."""
+    return staircase.study(pspec.build(), init_scale=alpha, init_kind=kind, weight_decay=lam,
+                           steps=steps, lr=lr, optimizer=rule)

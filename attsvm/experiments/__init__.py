@@ -26,9 +26,11 @@ from . import (
     multi_token,
     ntp,
     overparameterization,
+    rank_staircase,
     regularization_path,
     sequence_causal,
     svm_rank,
+    weight_decay,
 )
 from .core import Progress, Result, no_progress
 
@@ -50,7 +52,10 @@ _OPTIM = {lp_mirror_descent.NAME: lp_mirror_descent, adaptive_steps.NAME: adapti
           joint_training.NAME: joint_training}
 _MODULES.update(ntp.MODULES)
 _MODULES.update(_OPTIM)
-FOLLOWUPS = tuple(ntp.MODULES) + tuple(_OPTIM)
+# Rank from small init and weight decay on (K, Q) (arXiv 2306.07042, 2410.23819).
+_RANK = {rank_staircase.NAME: rank_staircase, weight_decay.NAME: weight_decay}
+_MODULES.update(_RANK)
+FOLLOWUPS = tuple(ntp.MODULES) + tuple(_OPTIM) + tuple(_RANK)
 
 
 def _module(name: str):

@@ -212,6 +212,34 @@ def _joint_training(s):
                                   runs=s.runs)
     return items, floats, dict(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=s.runs,
                                solves=30 * s.runs)
+def _rank_staircase(s):
+    """(K, Q)-GD from each init scale α (arXiv 2306.07042), then the selections' nuclear
+    Att-SVMs (classification and rank), bulk."""
+    B = s.runs * len(s.alphas)
+    solves = 3 * B              # classify_runs (at α and at opt) and the rank's nuclear SVM
+    items = [(f"{B} (K, Q) runs", limits.gd_work(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=B,
+                                                 param="KQ")),
+             (f"{solves} Att-SVMs (nuclear), bulk",
+              limits.bulk_svm_work(n=s.n, T=s.T, d=s.d, solves=solves, norm="nuc"))]
+    floats = limits.record_floats(n=s.n, T=s.T, d=s.d, steps=s.steps,
+                                  record_every=s.record_every, runs=s.runs)
+    return items, floats, dict(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=B, solves=solves)
+
+
+def _weight_decay(s):
+    """(K, Q)-GD with weight decay λ (arXiv 2410.23819) in `segments` pieces, then the
+    selections' nuclear Att-SVMs."""
+    B = s.runs * len(s.lambdas)
+    solves = 3 * B
+    items = [(f"{B} (K, Q) runs", limits.gd_work(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=B,
+                                                 param="KQ")),
+             (f"{solves} Att-SVMs (nuclear), bulk",
+              limits.bulk_svm_work(n=s.n, T=s.T, d=s.d, solves=solves, norm="nuc")),
+             (f"{s.segments * len(s.lambdas)} GD calls (≈ 5 ms each)",
+              5e6 * s.segments * len(s.lambdas))]
+    floats = limits.record_floats(n=s.n, T=s.T, d=s.d, steps=s.steps // s.segments,
+                                  record_every=s.steps // s.segments, runs=s.runs)
+    return items, floats, dict(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=B, solves=solves)
 
 
 PRICES = {
@@ -228,6 +256,8 @@ PRICES = {
     "lp-mirror-descent": _lp_mirror_descent,
     "adaptive-steps": _adaptive_steps,
     "joint-training": _joint_training,
+    "rank-staircase": _rank_staircase,
+    "weight-decay": _weight_decay,
 }
 # Settings a visitor can lower to make a run cheaper (ints, and grids of ints).
 LOWERABLE = ("runs", "steps", "n", "T", "d", "ds", "max_draws", "max_seeds", "radii",

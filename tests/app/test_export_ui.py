@@ -63,10 +63,12 @@ def test_playground_export_reproduces_in_a_fresh_interpreter(downloads, tmp_path
     ("basins.py", "bas_export", {"tables/selections.csv", "data/problem.npz"}),
     ("sequences.py", "seq_export", {"trajectory/trajectory.npz", "data/problem.npz"}),
     ("nonlinear.py", "nl_export", {"svm/one_token.npz", "tables/final_softmax.csv"}),
+    ("staircase.py", "stair_export", {"tables/spectrum.csv", "charts/gap.json",
+                                      "data/problem.npz"}),
 ])
 def test_every_result_page_exports_its_result(downloads, page, key, expect):
     open_page(page, query={"steps": 100, "ovp_runs": 2, "rank_inst": 1, "bas_runs": 4,
-                           "bas_grid": 2, "nl_steps": 200})
+                           "bas_grid": 2, "nl_steps": 200, "stair_steps": 1000})
     files = _bundle(downloads, key)
     assert expect <= set(files), sorted(files)
     assert json.loads(files["settings.json"])["page"]

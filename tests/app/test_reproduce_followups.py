@@ -17,6 +17,8 @@ SMALL = {
     "lp-mirror-descent": {"runs": 1, "steps": 500},
     "adaptive-steps": {"runs": 1, "steps": 400},
     "joint-training": {"runs": 1, "steps": 100},
+    "rank-staircase": {"runs": 1, "steps": 200},
+    "weight-decay": {"runs": 1, "steps": 400, "segments": 20},
 }
 
 
