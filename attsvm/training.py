@@ -268,8 +268,7 @@ def train_batch(probs, *, param: str = "W", steps: int = 2000, lr: float = 0.1,
         seed: seed of the default initialization.
         record_every: r, must divide `steps`; records after 0, r, 2r, …, steps iterations.
         m: rank of K and Q (default d).
-        ridge: ε of the (K, Q) ridge ε (‖K‖² + ‖Q‖²); default float64 machine epsilon;
-            0 allowed.
+        ridge: ε of the (K, Q) ridge ε (‖K‖² + ‖Q‖²); default float64's epsilon; 0 allowed.
         weight_decay: λ ∈ [0, 2] ("KQ" only): the same term written λ/2 (‖K‖² + ‖Q‖²),
             i.e. ε = λ/2 (arXiv 2410.23819); give `ridge` or `weight_decay`, not both.
         init_scale, init_kind: ("KQ" only, with init=None) start from `scaled_init`: scale
@@ -297,11 +296,12 @@ def train_batch(probs, *, param: str = "W", steps: int = 2000, lr: float = 0.1,
             2410.14581): v is one more tensor of the rule, with its own normalized step for
             ngd/nmd (and, for md/nmd, the same p); rules gd, ngd, polyak (L* = 0), md, nmd.
             The attention keeps the exact centred gradient. `Trajectory.v` records v.
-        init_v: with train_v, a list of B starting heads (d,) (zero allowed); None: each
-            problem's own v.
+        init_v: with train_v, B starting heads (d,) (zero allowed); None: the problems' v.
 
     Returns:
         A batched `Trajectory` (index it for single runs).
+
+    Long because its docstring documents every option of the public entry point.
     """
     probs = _check_probs(probs)
     p0, B = probs[0], len(probs)
