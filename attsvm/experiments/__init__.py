@@ -25,6 +25,7 @@ from . import (
     multi_token,
     ntp,
     overparameterization,
+    real_words,
     regularization_path,
     sequence_causal,
     svm_rank,
@@ -46,9 +47,11 @@ EXPERIMENTS = tuple(_MODULES)
 # 2402.05738): not part of the paper's list or `reproduce all`; run by name or together
 # (`reproduce followups`), and on the Reproduce page's "Follow-up papers" section.
 _OPTIM = {lp_mirror_descent.NAME: lp_mirror_descent, adaptive_steps.NAME: adaptive_steps}
+_TEXT = {real_words.NAME: real_words}     # real word vectors (attsvm.text)
 _MODULES.update(ntp.MODULES)
 _MODULES.update(_OPTIM)
-FOLLOWUPS = tuple(ntp.MODULES) + tuple(_OPTIM)
+_MODULES.update(_TEXT)
+FOLLOWUPS = tuple(ntp.MODULES) + tuple(_OPTIM) + tuple(_TEXT)
 
 
 def _module(name: str):
