@@ -28,6 +28,7 @@ PAGES = [
     ("sequences.py", "Sequences and causal attention", "link", "causal-attention"),
     ("ntp.py", "Next-token prediction", "account_tree", "next-token"),
     ("optimizers.py", "Optimizer → norm", "speed", "optimizer-norm"),
+    ("words.py", "Real words", "translate", "real-words"),
     ("reproduce.py", "Reproduce the paper", "description", "paper-figures"),
 ]
 here = Path(__file__).parent

@@ -155,3 +155,14 @@ class SharedRuns:
 def ntp_runs() -> SharedRuns:
     """The next-token page's finished runs, by their settings (one store per server)."""
     return SharedRuns(16)
+
+
+# -- Real words ---------------------------------------------------------------------------------
+@st.cache_data(max_entries=16, ttl=TTL, show_spinner="Running GD on the sentences…")
+@hosted.metered
+def words(sentences: tuple, labels: tuple, keys: tuple | None, query: str, head: str, d: int,
+          param: str, steps: int, lr: float) -> dict:
+    """`attsvm.text.study.words_study` (the Real words page)."""
+    from attsvm.text.study import words_study
+    return words_study(list(sentences), list(labels), keys=None if keys is None else list(keys),
+                       query=query, head=head, d=d, param=param, steps=steps, lr=lr)
