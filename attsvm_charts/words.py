@@ -17,7 +17,8 @@ def _grid(df: pd.DataFrame, color: alt.Color, title: str) -> alt.LayerChart:
     n = int(df["sentence"].nunique())
     base = alt.Chart(df).encode(
         x=alt.X("position:O", title=None, axis=None),
-        y=alt.Y("row:N", title=None, sort=None, axis=alt.Axis(labelLimit=60)))
+        y=alt.Y("row:N", title=None, sort=None, axis=alt.Axis(labelLimit=60),
+                scale=alt.Scale(paddingInner=0.1)))
     tip = ["word:N", alt.Tooltip("weight:Q", format=".4f"), alt.Tooltip("score:Q", format=".3f"),
            alt.Tooltip("margin:Q", format=".4f"), "support:N", "selected:N", "optimal:N", "key:N"]
     rect = base.mark_rect(stroke="white").encode(color=color, tooltip=tip)
@@ -27,7 +28,8 @@ def _grid(df: pd.DataFrame, color: alt.Color, title: str) -> alt.LayerChart:
                                                              limit=CELL - 4)
     text = [m.encode(text="word:N", color=ink, tooltip=tip) for m in (plain, bold)]
     width = CELL * (int(df["position"].max()) + 1)
-    return alt.layer(rect, *text).properties(title=title, width=width, height=18 * n)
+    return alt.layer(rect, *text).properties(title=title, width=width,
+                                             height=alt.Step(22) if n else 22)
 
 
 def _rows(df: pd.DataFrame) -> pd.DataFrame:
@@ -40,9 +42,8 @@ def _rows(df: pd.DataFrame) -> pd.DataFrame:
 def sentence_weights(df: pd.DataFrame, step: int) -> alt.LayerChart:
     """Each sentence as its words, shaded by softmax weight at `step`; GD's selected word in
     bold, the key word (when known) in red."""
-    return _grid(_rows(df), alt.Color("weight:Q", scale=alt.Scale(domain=[0, 1],
-                                                                  scheme="blues"),
-                                      title="softmax"),
+    return _grid(_rows(df), alt.Color("weight:Q", scale=alt.Scale(
+                     domain=[0, 1], range=["#f7fbff", "#6baed6"]), title="softmax"),
                  f"softmax weight of every word at iteration {step:,}")
 
 
@@ -51,10 +52,9 @@ def sentence_margins(df: pd.DataFrame) -> alt.LayerChart:
     1 at support words)."""
     d = _rows(df)
     d["margin shown"] = d["margin"].clip(upper=4.0)
-    return _grid(d, alt.Color("margin shown:Q", scale=alt.Scale(domain=[0, 4],
-                                                                scheme="oranges",
-                                                                reverse=True),
-                              title="margin (≤ 4)"),
+    return _grid(d, alt.Color("margin shown:Q", scale=alt.Scale(
+                     domain=[0, 1, 4], range=["#fdae6b", "#fee6ce", "#ffffff"]),
+                     title="margin (≤ 4)"),
                  "SVM margin of every word (1 = support word, 0 = selected)")
 
 
@@ -82,10 +82,15 @@ def word_plane(df: pd.DataFrame) -> alt.LayerChart:
 
 
 def feasibility(df: pd.DataFrame) -> alt.Chart:
-    return alt.Chart(df).mark_bar().encode(
+    """Per PCA dimension d: bar height the share of sentences whose optimal word is the one
+    at d = 50, colour whether Att-SVM at opt is feasible (grey: tied optimal words)."""
+    d = df.assign(same=df["same_opt"].fillna(0.0))
+    return alt.Chart(d).mark_bar().encode(
         x=alt.X("d:O", title="d after PCA"),
-        y=alt.Y("count():Q", title=None, axis=None),
-        color=alt.Color("status:N", scale=alt.Scale(domain=["feasible", "infeasible", "tie"],
-                                                    range=["#2ca02c", "#d62728", "#9e9e9e"])),
+        y=alt.Y("same:Q", scale=alt.Scale(domain=[0, 1]),
+                title="share of sentences with the same opt"),
+        color=alt.Color("status:N", title="Att-SVM at opt",
+                        scale=alt.Scale(domain=["feasible", "infeasible", "tie"],
+                                        range=["#2ca02c", "#d62728", "#9e9e9e"])),
         tooltip=["d:O", "status:N", alt.Tooltip("same_opt:Q", format=".2f")]).properties(
-        title="Att-SVM at opt after PCA to d", width=W, height=60)
+        title="after PCA to d: same optimal word? feasible SVM?", width=W, height=H)

@@ -3,22 +3,13 @@ PCA feasibility; typed text with HTML/markdown stays text; bad input is an error
 an exception."""
 from __future__ import annotations
 
-from conftest import assert_clean, charts, open_page, texts
+from conftest import assert_clean, charts, open_link, texts
 
-
-def _page(**query):
-    at = open_page("words.py")
-    for k, v in query.items():
-        w = at.number_input(key=k) if k in ("words_d", "words_lr") else None
-        if w is not None:
-            w.set_value(v)
-    return at
+SMALL = {"words_n": 8, "words_steps": 500}
 
 
 def test_bundled_task_runs_and_reports_the_verdict():
-    at = open_page("words.py")
-    at.slider(key="words_n").set_value(8)
-    at.selectbox(key="words_steps").set_value(500).run()
+    at = open_link("words.py", SMALL)
     assert_clean(at)
     assert not at.error
     assert {m.label for m in at.metric} >= {"GD's selection is", "selected = key word"}
@@ -29,8 +20,8 @@ def test_bundled_task_runs_and_reports_the_verdict():
 
 
 def test_typed_text_is_shown_as_text_and_bad_text_is_refused():
-    at = open_page("words.py")
-    at.segmented_control(key="words_src").set_value("my own").run()
+    at = open_link("words.py", {**SMALL, "words_src": "my own"})
+    assert_clean(at)
     at.text_area(key="words_text").set_value(
         "+ the **movie** was <b>great</b> [x](http://e.vil)\n- the zzqqxy food was awful").run()
     assert_clean(at)
@@ -48,8 +39,7 @@ def test_typed_text_is_shown_as_text_and_bad_text_is_refused():
 
 def test_hosted_mode_refuses_a_pasted_novel(monkeypatch):
     monkeypatch.setenv("ATTSVM_MODE", "hosted")
-    at = open_page("words.py")
-    at.segmented_control(key="words_src").set_value("my own").run()
+    at = open_link("words.py", {**SMALL, "words_src": "my own"})
     at.text_area(key="words_text").set_value("+ " + "good " * 10_000).run()
     assert_clean(at)
     assert any("at most" in e.value and "hosted mode" in e.value for e in at.error)
