@@ -12,6 +12,7 @@ from .trajectory import Trajectory
 from .svm import (solve_att_svm, is_locally_optimal, SvmSolution, locally_optimal_selections,
                   classify_selection, solve_generalized_svm, GeneralizedSvm)
 from .metrics import correlation, token_margins, numerical_rank, norm_growth
+from . import text  # real word vectors (GloVe, loaded on first use)
 
 __version__ = "0.1.0"
 

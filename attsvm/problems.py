@@ -157,12 +157,7 @@ class Problem:
             if Z.shape != want:
                 raise _err("Z", f"of shape {want}", f"shape {Z.shape}")
         qi = check_int("query_index", self.query_index, 0, T - 1)
-        lengths = self.lengths
-        if lengths is not None:
-            lengths = _check_lengths(lengths, n, T, seq)
-            if Z is None and np.any(lengths <= qi):
-                raise _err("lengths", f"above query_index={qi} under self-attention "
-                           "(the query token must be real)", lengths.tolist())
+        lengths = _check_lengths(self.lengths, n, T, seq, qi if Z is None else None)
         v = self.v
         if self.head in ("linear", "quadratic"):
             if v is None:
@@ -258,7 +253,11 @@ class Problem:
                 f"{', name=' + repr(self.name) if self.name else ''})")
 
 
-def _check_lengths(lengths, n: int, T: int, seq: bool) -> np.ndarray:
+def _check_lengths(lengths, n: int, T: int, seq: bool, query_index: int | None):
+    """None, or (n,) int token counts in [1, T] (single mode), above `query_index`
+    (self-attention: the query token must be real)."""
+    if lengths is None:
+        return None
     if seq:
         raise _err("lengths", "None unless queries='single'", "token counts")
     try:
@@ -272,6 +271,9 @@ def _check_lengths(lengths, n: int, T: int, seq: bool) -> np.ndarray:
     a = a.astype(np.int64)
     if np.any(a < 1) or np.any(a > T):
         raise _err("lengths", f"token counts in [1, {T}]", a.tolist())
+    if query_index is not None and np.any(a <= query_index):
+        raise _err("lengths", f"above query_index={query_index} under self-attention "
+                   "(the query token must be real)", a.tolist())
     return a
 
 

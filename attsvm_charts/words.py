@@ -93,4 +93,4 @@ def feasibility(df: pd.DataFrame) -> alt.Chart:
                         scale=alt.Scale(domain=["feasible", "infeasible", "tie"],
                                         range=["#2ca02c", "#d62728", "#9e9e9e"])),
         tooltip=["d:O", "status:N", alt.Tooltip("same_opt:Q", format=".2f")]).properties(
-        title="after PCA to d: same optimal word? feasible SVM?", width=W, height=H)
+        title="after PCA to d: same optimal word? feasible SVM?", width=W, height=160)
