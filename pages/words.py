@@ -58,6 +58,7 @@ export_ui.export_button(
     tables={"words": res["words"], "feasibility": res["feasibility"]})
 st.info("**What the theory cannot do here.** A fixed linear head scores each word alone, so "
         "negation (“not good”) is out of reach: no single word carries the label, and GD "
-        "selects whichever word happens to score with it. Training the head together with "
+        "selects whichever word happens to score with it (often a neutral word with a small "
+        "fitted score). Training the head together with "
         "the attention changes the scores (see `attsvm.train(..., train_v=True)` where "
         "available).", icon=":material/info:")

@@ -38,7 +38,10 @@ PAPER = ("no published experiment: the theory (arXiv 2308.16898) predicts that G
          "the optimal token, the word whose lexicon score agrees with the label, and that "
          "W(k)/‖W(k)‖ → W^mm/‖W^mm‖ where the Att-SVM is feasible")
 NOTES = ("Negation is outside a one-word selection with a fixed linear head: the label "
-         "depends on two words, so no single token scores with the label's sign.",)
+         "depends on two words, so GD selects whichever single word scores with the label "
+         "(\"not\" in negative sentences; in positive ones a neutral word such as \"find\" "
+         "or \"we\" whose fitted score is slightly positive) and fits the labels without "
+         "reading the negation.",)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,7 +58,7 @@ class Settings:
     steps: int = 2000
     lr: float = 0.1
     record_every: int = 50
-    ds: tuple = (8, 16, 32, 50)
+    ds: tuple = (2, 4, 8, 16, 32, 50)
     subsets: int = 20
     subset_n: int = 32
     seed: int = 0
