@@ -13,9 +13,9 @@ on the task's lexicon (`attsvm.text.fit_head`), and GD runs on all its sentences
   random subsets of `subset_n` sentences (subsets whose opt is tied, a repeated word, are
   counted apart), for the whole task, and how often opt is still the key word at that d.
 
-The MD-Att study (arXiv 2410.14581, its IMDb attention maps) measured attention on the
-labelled sentiment word of a trained transformer; no study compares real tokens with a
-solved Att-SVM (docs/followups.md, real-data evidence).
+The MD-Att study (arXiv 2410.14581, §2.3 of docs/followups.md for its experiments) measured
+attention on the labelled sentiment word of short reviews in a trained transformer; we found
+no study that compares real tokens with a solved Att-SVM.
 """
 from __future__ import annotations
 

@@ -44,3 +44,12 @@ def test_hosted_mode_refuses_a_pasted_novel(monkeypatch):
     assert_clean(at)
     assert any("at most" in e.value and "hosted mode" in e.value for e in at.error)
     assert not charts(at)
+
+
+def test_hostile_link_values_fall_back_or_show_an_error():
+    at = open_link("words.py", {**SMALL, "words_k": 12345, "words_task": "nope"})
+    assert_clean(at)
+    assert not at.error
+    at = open_link("words.py", {**SMALL, "words_query": "word", "words_qword": "<b>zz</b>"})
+    assert_clean(at)
+    assert any("`query`" in e.value for e in at.error) and not charts(at)
