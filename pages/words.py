@@ -47,6 +47,8 @@ with explained():
                       None if keys is None else tuple(keys), query, head, int(d), param,
                       int(steps), float(lr))
 view.unknown_note(res["tp"])
+view.watch_live(res["tp"].problem, param, int(steps), float(lr),
+                (res["tp"].words, query, head, int(d), param, int(steps), float(lr)))
 view.verdict(res, param)
 run = res["run"]
 k = st.select_slider("iteration shown", options=[int(s) for s in run.steps],

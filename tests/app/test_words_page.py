@@ -53,3 +53,11 @@ def test_hostile_link_values_fall_back_or_show_an_error():
     at = open_link("words.py", {**SMALL, "words_query": "word", "words_qword": "<b>zz</b>"})
     assert_clean(at)
     assert any("`query`" in e.value for e in at.error) and not charts(at)
+
+
+def test_live_view_streams_the_weights():
+    at = open_link("words.py", SMALL)
+    at.toggle(key="words_live").set_value(True).run()
+    assert_clean(at)
+    assert any(c.value.startswith("iteration ") for c in at.caption)
+    assert len(charts(at)) == 6

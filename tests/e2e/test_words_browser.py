@@ -5,7 +5,7 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from test_browser import SHOTS, _check_clean, _open, _settle, browser, server  # noqa: F401
+from test_browser import PAGE_TIMEOUT_MS, SHOTS, _check_clean, _open, _settle, browser, server  # noqa: F401
 
 pytestmark = pytest.mark.browser
 HOSTILE = "+ the movie was <img src=x id=pwn onerror=alert(1)> **great**\n- the food was awful"
@@ -20,6 +20,10 @@ def test_words_page_renders_and_typed_html_stays_text(server, browser):  # noqa:
         assert "GD's selection is" in body and "Fewer dimensions" in body
         assert page.locator(".vega-embed").count() >= 5
         page.screenshot(path=str(SHOTS / "words.png"), full_page=True)
+        page.get_by_text("Watch GD live").click()           # streams GD, then stops
+        page.wait_for_function("document.body.innerText.includes('of 500 — done')",
+                               timeout=PAGE_TIMEOUT_MS)
+        _check_clean(page, "words-live")
     finally:
         page.close()
     page = _open(browser, f"{server}/real-words?words_src={quote('my own')}&words_steps=500"

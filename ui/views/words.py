@@ -90,3 +90,43 @@ def panels(res, j: int, param: str) -> dict:
     with st.expander("Every word: weight, score γ, SVM margin"):
         st.dataframe(words, hide_index=True, key="words_table")
     return shown
+
+
+def watch_live(prob, param: str, steps: int, lr: float, key: tuple):
+    """GD on the sentences streamed in chunks (`attsvm.live`, the playground's engine): the
+    softmax weights of every word redrawn as W(k) moves, until `steps`."""
+    from attsvm import live
+    from attsvm.config import CHUNK_RECORDS, TrainSpec
+
+    from .. import cache
+    if not st.toggle("Watch GD live", key="words_live",
+                     help="Streams the same gradient descent in chunks and redraws the "
+                          "weights; the panels below show its end."):
+        return
+    tspec = TrainSpec(param=param, steps=steps, lr=lr)
+    state = st.session_state
+    if state.get("words_live_key") != key:
+        state["words_live_key"] = key
+        state["words_live_run"] = dict(
+            key=key, every=live.live_every(steps), total=steps, W=None, probs=None, loss=None,
+            grad_norm=None, steps=None, final=live.initial_params(prob, tspec), done=False,
+            overflow=-1)
+    words = [(i, t, w, prob.Y[i]) for i, ws in enumerate(key[0]) for t, w in enumerate(ws)]
+
+    @st.fragment(run_every=0.35 if not state["words_live_run"]["done"] else None)
+    def frame():
+        run = state["words_live_run"]
+        was_done = run["done"]
+        live.step_run(run, prob, tspec, CHUNK_RECORDS, advance=cache.advance)
+        if run["done"] and not was_done:
+            st.rerun()                       # once: the page redraws without the timer
+        P = run["probs"][-1]
+        import pandas as pd
+        df = pd.DataFrame([dict(sentence=i, position=t, word=w, label=y, weight=P[i, t],
+                                score=float(y * prob.X[i, t] @ prob.v), margin=float("nan"),
+                                support=False, selected=bool(P[i].argmax() == t),
+                                optimal=False, key=False) for i, t, w, y in words])
+        st.altair_chart(charts.sentence_weights(df, int(run["steps"][-1])), key="words_live_c")
+        st.caption(f"iteration {int(run['steps'][-1]):,} of {steps:,}"
+                   + (" — done" if run["done"] else ""))
+    frame()
