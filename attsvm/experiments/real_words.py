@@ -27,7 +27,7 @@ import pandas as pd
 from .. import fastsvm, text
 from ..config import norm_for
 from ..metrics import correlation
-from ..problems import Problem, check_choice, check_int, check_subset, optimal_tokens
+from ..problems import Problem, check_choice, check_subset, optimal_tokens
 from ..svm import classify_selection, solve_att_svm
 from ..training import train
 from .core import Progress, Result, check_grid, check_settings, fmt, no_progress, settings_dict
@@ -156,8 +156,8 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
              f"(opt is the key in {fmt(100 * r.opt_is_key, 3)} %), final corr(W, W^mm_α) "
              f"{fmt(r.final_corr, 4)}, α {r.verdict}" for r in runs_df.itertuples()]
     fe = feas_df.groupby("d")["feasible_share"].mean()
-    parts.append("feasible SVMs at opt over subsets of "
-                 f"{s.subset_n}: " + ", ".join(f"d={d}: {fmt(100 * v, 3)} %" for d, v in fe.items()))
+    shares = ", ".join(f"d={d}: {fmt(100 * v, 3)} %" for d, v in fe.items())
+    parts.append(f"feasible SVMs at opt over subsets of {s.subset_n}: {shares}")
     summary = {"paper": PAPER, "text": "; ".join(parts),
                "rows": [dict(task=r.task, ours_selected_is_key=r.selected_is_key,
                              ours_final_corr=r.final_corr) for r in runs_df.itertuples()]}

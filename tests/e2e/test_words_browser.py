@@ -5,7 +5,8 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from test_browser import PAGE_TIMEOUT_MS, SHOTS, _check_clean, _open, _settle, browser, server  # noqa: F401
+from test_browser import (  # noqa: F401
+    PAGE_TIMEOUT_MS, SHOTS, _check_clean, _open, _settle, browser, server)
 
 pytestmark = pytest.mark.browser
 HOSTILE = "+ the movie was <img src=x id=pwn onerror=alert(1)> **great**\n- the food was awful"
