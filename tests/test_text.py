@@ -210,3 +210,15 @@ def test_padded_problem_round_trips_through_the_npz_format():
     np.testing.assert_array_equal(q.X, p.X)
     with pytest.raises(ValueError, match="`prob`"):
         io.problem_to_csv(p)                 # CSV has no padding: NPZ only
+
+
+def test_export_bundle_carries_the_padding():
+    import io as _io
+    import zipfile
+
+    from attsvm import export
+    p = text.sentence_problem(SENTS, LABELS)
+    z = zipfile.ZipFile(_io.BytesIO(export.build_bundle(problem=p, page="Real words")))
+    with np.load(_io.BytesIO(z.read("data/problem.npz"))) as F:
+        assert F["lengths"].tolist() == p.lengths.tolist()
+    assert "lengths=D.get(\"lengths\")" in z.read("reproduce.py").decode()
