@@ -30,6 +30,7 @@ PAGES = [
     ("ntp.py", "Next-token prediction", "account_tree", "next-token"),
     ("optimizers.py", "Optimizer → norm", "speed", "optimizer-norm"),
     ("joint.py", "Train the head too", "join_inner", "train-the-head"),
+    ("words.py", "Real words", "translate", "real-words"),
     ("reproduce.py", "Reproduce the paper", "description", "paper-figures"),
 ]
 here = Path(__file__).parent

@@ -13,6 +13,7 @@ from .svm import (solve_att_svm, is_locally_optimal, SvmSolution, locally_optima
                   classify_selection, solve_generalized_svm, GeneralizedSvm)
 from .metrics import correlation, token_margins, numerical_rank, norm_growth
 from .joint import solve_joint_svm, JointSvm
+from . import text  # real word vectors (GloVe, loaded on first use)
 
 __version__ = "0.1.0"
 

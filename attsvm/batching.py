@@ -39,7 +39,7 @@ def pad_data(prob: Problem, sizes) -> dict:
     Y = np.ones((nb, Kb))
     Y[:n, :K] = Yl
     M = np.zeros((nb, Kb, Tb), dtype=bool)
-    M[:n, :K, :T] = mask[None]
+    M[:n, :K, :T] = prob.token_mask()            # query mask and padded sentences
     real = np.zeros((nb, Kb), dtype=bool)
     real[:n, :K] = True
     M[~real, 0] = True                       # padded queries attend somewhere (no 0/0)

@@ -335,7 +335,7 @@ if S["problem"] is None:
 P, D = S["problem"], arrays("data/problem.npz")
 prob = attsvm.Problem(X=D["X"], Y=D["Y"], Z=D.get("Z"), v=D.get("v"), V=D.get("V"),
                       head=P["head"], lam=P["lam"], query_index=P["query_index"],
-                      queries=P["queries"])
+                      queries=P["queries"], lengths=D.get("lengths"))
 rows = []
 
 

@@ -36,9 +36,11 @@ from . import limits as _limits
 from .problems import HEADS, Problem
 
 NPZ_KEYS = {"X": "X", "tokens": "X", "Y": "Y", "labels": "Y", "Z": "Z", "queries": "Z",
-            "v": "v", "V": "V", "head": "head", "lam": "lam", "query_index": "query_index"}
+            "v": "v", "V": "V", "head": "head", "lam": "lam", "query_index": "query_index",
+            "lengths": "lengths"}
 FIELD = {"X": "tokens", "Y": "labels", "Z": "queries", "v": "head vector v",
-         "V": "relu head V", "head": "head", "lam": "lam", "query_index": "query_index"}
+         "V": "relu head V", "head": "head", "lam": "lam", "query_index": "query_index",
+         "lengths": "lengths"}
 CSV_KINDS = ("x", "z", "v", "V")
 MAX_MEMBERS = 16
 
@@ -397,6 +399,8 @@ def _assemble(f: dict, L) -> Problem:
             if a.size != 1:
                 raise _err(key, "a single number", f"shape {a.shape}")
             kw[key] = a.reshape(-1)[0].item()
+    if "lengths" in f:                  # sentences of different lengths (attsvm.text)
+        kw["lengths"] = np.asarray(f["lengths"])
     return Problem(X=arrays["X"], Y=Y, Z=arrays.get("Z"), v=arrays.get("v"),
                    V=arrays.get("V"), head=head, **kw)
 
@@ -421,6 +425,8 @@ def problem_arrays(prob: Problem) -> dict:
         out["lam"] = np.array(prob.lam)
     if prob.Z is None:
         out["query_index"] = np.array(prob.query_index)
+    if prob.lengths is not None:
+        out["lengths"] = prob.lengths
     return out
 
 
@@ -434,7 +440,8 @@ def problem_to_npz(prob: Problem) -> bytes:
 def problem_to_csv(prob: Problem) -> bytes:
     """The problem in the CSV upload format (exact: floats written with repr)."""
     _check_single(prob)
-    if prob.head == "quadratic" or (prob.Z is None and prob.query_index != 0):
+    if (prob.head == "quadratic" or (prob.Z is None and prob.query_index != 0)
+            or prob.lengths is not None):
         raise _err("prob", "a linear- or relu-head problem with the default query to write as "
                    "CSV (use NPZ)", repr(prob))
     buf = io.StringIO()

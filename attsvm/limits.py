@@ -296,3 +296,22 @@ def check_work(work: float, *, what: str = "this action", limits: Limits | None 
     if work > L.max_work:
         raise _over(L, what, work, [])
     return work
+
+
+# -- typed text (attsvm.text) ------------------------------------------------------------------
+# Characters and words of the sentences one action may send, per mode: checked on the raw text
+# before it is tokenized or looked up. Hosted: 32 sentences of up to 32 words fit (max_n, max_T).
+TEXT_CAPS = {"local": dict(chars=200_000, words=20_000),
+             "hosted": dict(chars=6_000, words=1_024)}
+
+
+def check_text(*, chars: int, words: int, limits: Limits | None = None) -> None:
+    """Raise BudgetError if typed text has more characters or words than the mode allows."""
+    L = limits or current()
+    caps = TEXT_CAPS.get(L.mode, TEXT_CAPS["local"])
+    if chars > caps["chars"]:
+        raise BudgetError(f"`sentences` must have at most {caps['chars']:,} characters in "
+                          f"{L.mode} mode; got {chars:,}")
+    if words > caps["words"]:
+        raise BudgetError(f"`sentences` must have at most {caps['words']:,} words in "
+                          f"{L.mode} mode; got {words:,}")

@@ -62,7 +62,7 @@ def token_margins(prob: Problem, W, alpha=None, *, normalized: bool = False) -> 
     A = a.reshape(prob.n, -1)                                       # (n, K)
     logits = np.einsum("ntd,...de,nke->...nkt", prob.X, W, Q)      # (..., n, K, T)
     sel = np.take_along_axis(logits, np.broadcast_to(A[..., None], logits.shape[:-1] + (1,)), -1)
-    m = np.where(mask[None], sel - logits, np.nan)
+    m = np.where(prob.token_mask(), sel - logits, np.nan)
     if normalized:
         nrm = np.linalg.norm(W, axis=(-2, -1))[..., None, None, None]
         with np.errstate(invalid="ignore", divide="ignore"):

@@ -243,7 +243,7 @@ def problem_data(prob: Problem) -> Data:
     n = prob.n
     K = Qv.shape[1]
     return Data(X=jnp.asarray(prob.X), Q=jnp.asarray(Qv), Y=jnp.asarray(Yl),
-                mask=jnp.asarray(np.broadcast_to(mask[None], (n, K, prob.T))),
+                mask=jnp.asarray(prob.token_mask()),
                 w=jnp.full((n, K), 1.0 / n),
                 v=jnp.asarray(prob.v if prob.v is not None else np.zeros(prob.d)),
                 V=jnp.asarray(prob.V if prob.V is not None else np.zeros((prob.d, prob.d))),

@@ -15,6 +15,11 @@ query k of sequence i attends to every token (``queries="sequence"``) or to toke
 Internally every problem is seen through three arrays (see :meth:`Problem.query_view`):
 queries (n, K, d), labels (n, K) and an attendable mask (K, T), with K = 1 for the
 single-query problems of the paper's main text.
+
+Sequences of different lengths (sentences, `attsvm.text`) share one padded X: ``lengths``
+(n,) says sequence i has tokens 0 … lengths_i − 1. A padded token is masked everywhere the
+problem is read (:meth:`Problem.token_mask`): it gets softmax weight exactly 0, score −inf,
+no SVM constraint and no margin.
 """
 from __future__ import annotations
 
@@ -115,6 +120,8 @@ class Problem:
         lam: λ ≥ 0 of the quadratic head.
         query_index: token used as the query under self-attention (single mode).
         queries: "single" (paper §2-6), "sequence" or "causal" (paper §7).
+        lengths: (n,) token counts 1 … T (single mode only): tokens t ≥ lengths_i of
+            sequence i are padding, never attended; None means every token is real.
     """
 
     X: np.ndarray
@@ -126,6 +133,7 @@ class Problem:
     lam: float = 0.0
     query_index: int = 0
     queries: str = "single"
+    lengths: np.ndarray | None = None
     name: str = field(default="", compare=False)
 
     def __post_init__(self):
@@ -149,6 +157,7 @@ class Problem:
             if Z.shape != want:
                 raise _err("Z", f"of shape {want}", f"shape {Z.shape}")
         qi = check_int("query_index", self.query_index, 0, T - 1)
+        lengths = _check_lengths(self.lengths, n, T, seq, qi if Z is None else None)
         v = self.v
         if self.head in ("linear", "quadratic"):
             if v is None:
@@ -176,6 +185,7 @@ class Problem:
         object.__setattr__(self, "V", V)
         object.__setattr__(self, "lam", lam)
         object.__setattr__(self, "query_index", qi)
+        object.__setattr__(self, "lengths", lengths)
         # Zero queries make every logit 0 whatever W is: no SVM, no selection.
         Q, _, _ = self.query_view()
         if np.any(np.linalg.norm(Q, axis=-1) == 0):
@@ -183,7 +193,7 @@ class Problem:
                 raise _err("X", "free of zero query tokens under self-attention",
                            "a zero query token")
             raise _err("Z", "free of zero query vectors", "a zero query")
-        for a in (X, Y, Z, v, V):
+        for a in (X, Y, Z, v, V, lengths):
             if a is not None:
                 a.setflags(write=False)
 
@@ -220,10 +230,20 @@ class Problem:
             mask = np.tril(mask)
         return Q, self.Y, mask
 
+    def token_mask(self) -> np.ndarray:
+        """(n, K, T) bool: token t is attendable by query k of sequence i (the query mask of
+        `query_view` and, with `lengths`, t < lengths_i)."""
+        _, _, mask = self.query_view()
+        M = np.broadcast_to(mask[None], (self.n,) + mask.shape)
+        if self.lengths is None:
+            return M
+        return M & (np.arange(self.T)[None, None, :] < self.lengths[:, None, None])
+
     def with_(self, **changes) -> "Problem":
         """A copy with some fields replaced (validated again)."""
         kw = {f: getattr(self, f) for f in
-              ("X", "Y", "Z", "v", "head", "V", "lam", "query_index", "queries", "name")}
+              ("X", "Y", "Z", "v", "head", "V", "lam", "query_index", "queries", "lengths",
+               "name")}
         kw.update(changes)
         return Problem(**kw)
 
@@ -231,6 +251,30 @@ class Problem:
         return (f"Problem(n={self.n}, T={self.T}, d={self.d}, attention={self.attention!r}, "
                 f"head={self.head!r}, queries={self.queries!r}"
                 f"{', name=' + repr(self.name) if self.name else ''})")
+
+
+def _check_lengths(lengths, n: int, T: int, seq: bool, query_index: int | None):
+    """None, or (n,) int token counts in [1, T] (single mode), above `query_index`
+    (self-attention: the query token must be real)."""
+    if lengths is None:
+        return None
+    if seq:
+        raise _err("lengths", "None unless queries='single'", "token counts")
+    try:
+        a = np.array(lengths, copy=True)
+    except (TypeError, ValueError) as exc:
+        raise _err("lengths", "an integer array", type(lengths).__name__) from exc
+    if a.shape != (n,) or not (np.issubdtype(a.dtype, np.integer)
+                               or (np.issubdtype(a.dtype, np.floating)
+                                   and np.all(np.isfinite(a)) and np.all(a == np.round(a)))):
+        raise _err("lengths", f"an integer array of shape {(n,)}", a.tolist())
+    a = a.astype(np.int64)
+    if np.any(a < 1) or np.any(a > T):
+        raise _err("lengths", f"token counts in [1, {T}]", a.tolist())
+    if query_index is not None and np.any(a <= query_index):
+        raise _err("lengths", f"above query_index={query_index} under self-attention "
+                   "(the query token must be real)", a.tolist())
+    return a
 
 
 # -- scores ---------------------------------------------------------------------------
@@ -246,12 +290,12 @@ def head_values(prob: Problem, R: np.ndarray) -> np.ndarray:
 def token_scores(prob: Problem) -> np.ndarray:
     """γ: (n, T) scores Y_i h(x_it) of each token ((n, K, T) in sequence modes).
 
-    Tokens a query may not attend to (causal mask) get -inf.
+    Tokens a query may not attend to (causal mask, padding) get -inf.
     """
-    _, Ylab, mask = prob.query_view()
+    _, Ylab, _ = prob.query_view()
     h = head_values(prob, prob.X)                    # (n, T)
     g = Ylab[:, :, None] * h[:, None, :]             # (n, K, T)
-    g = np.where(mask[None], g, -np.inf)
+    g = np.where(prob.token_mask(), g, -np.inf)
     return g[:, 0, :] if prob.queries == "single" else g
 
 
@@ -297,6 +341,8 @@ def check_alpha(prob: Problem, alpha) -> np.ndarray:
     allowed = mask[np.arange(A.shape[1])[None, :], A]
     if not np.all(allowed):
         raise _err("alpha", "indices the causal mask allows (alpha[i, k] <= k)", a.tolist())
+    if prob.lengths is not None and np.any(A[:, 0] >= prob.lengths):
+        raise _err("alpha", "indices of real tokens (alpha[i] < lengths[i])", a.tolist())
     return a.astype(int)
 
 

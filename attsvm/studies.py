@@ -301,7 +301,7 @@ def race_summary(prob: Problem, race: dict, *, p: float, threshold: float, steps
     heat, sel, grow, reach = [], {}, [], []
     for o, (k, W) in race.items():
         label, target, status, cite = OPTIMIZER_THEORY[o]
-        a = np.where(mask[None], np.einsum("ntd,de,nke->nkt", prob.X, W[-1], Qv), -np.inf)
+        a = np.where(prob.token_mask(), np.einsum("ntd,de,nke->nkt", prob.X, W[-1], Qv), -np.inf)
         alpha = a.argmax(-1) if Qv.shape[1] > 1 else a.argmax(-1)[:, 0]
         sel[label] = " ".join(map(str, np.ravel(alpha)))
         grow.append(pd.DataFrame({"step": k[1:], "‖W‖_F": np.linalg.norm(W[1:], axis=(1, 2)),

@@ -109,7 +109,7 @@ def constraint_rows(prob: Problem, alpha) -> tuple[np.ndarray, np.ndarray]:
     Xsel = np.take_along_axis(prob.X, A[:, :, None], axis=1)           # (n, K, d)
     D = Xsel[:, :, None, :] - prob.X[:, None, :, :]       # (n, K, T, d)
     rows = np.einsum("nktd,nke->nktde", D, Q).reshape(*D.shape[:3], -1)
-    valid = mask[None] & (np.arange(prob.T)[None, None, :] != A[:, :, None])
+    valid = prob.token_mask() & (np.arange(prob.T)[None, None, :] != A[:, :, None])
     idx = np.argwhere(valid)
     return rows[valid], idx
 

@@ -327,6 +327,38 @@ def adaptive_steps(res) -> alt.HConcatChart:
         title="GD vs NGD vs Polyak from W = 0 (arXiv 2402.05738)")
 
 
+def real_words(res) -> alt.VConcatChart:
+    """Real words: which word GD selects, corr(W(k), W^mm_α), SVM feasibility against d."""
+    runs = res.frames["runs"].melt(
+        id_vars=["task"], value_vars=["selected_is_key", "opt_is_key"], var_name="measure",
+        value_name="share")
+    runs["measure"] = runs["measure"].map({"selected_is_key": "GD's word is the key word",
+                                           "opt_is_key": "opt is the key word"})
+    bars = alt.Chart(runs).mark_bar().encode(
+        x=alt.X("share:Q", scale=alt.Scale(domain=[0, 1]), title="share of sentences"),
+        y=alt.Y("measure:N", title=None), row=alt.Row("task:N", title=None),
+        color=alt.Color("measure:N", legend=None),
+        tooltip=["task:N", "measure:N", alt.Tooltip("share:Q", format=".3f")]).properties(
+        width=W - 80, height=40, title="the word attention selects")
+    c = res.frames["curves"].dropna(subset=["corr"])
+    corr = alt.Chart(c).mark_line().encode(
+        x=alt.X("step:Q", title="iteration"),
+        y=alt.Y("corr:Q", title="corr(W(k), W^mm_α)", scale=alt.Scale(zero=False)),
+        color=alt.Color("task:N"), tooltip=["task:N", "step:Q", alt.Tooltip("corr:Q", format=".5f")]
+    ).properties(title="direction of W(k)", width=W, height=H)
+    f = res.frames["feasibility"]
+    feas = alt.Chart(f).mark_line(point=True).encode(
+        x=alt.X("d:Q", title="d after PCA"),
+        y=alt.Y("feasible_share:Q", scale=alt.Scale(domain=[0, 1]),
+                title="share of feasible Att-SVMs at opt"),
+        color=alt.Color("task:N"),
+        tooltip=["task:N", "d:Q", "subsets:Q", "ties:Q", "whole_task:N",
+                 alt.Tooltip("feasible_share:Q", format=".2f")]).properties(
+        title="feasibility of the SVM on real vectors", width=W, height=H)
+    return alt.vconcat(alt.hconcat(corr, feas), bars).properties(
+        title="Real words (GloVe 6B 50-d)")
+
+
 BUILDERS = {
     "geometry-1": geometry,
     "geometry-2": geometry,
@@ -339,6 +371,7 @@ BUILDERS = {
     "lp-mirror-descent": lp_mirror_descent,
     "adaptive-steps": adaptive_steps,
     "joint-training": joint_charts.joint_training,
+    "real-words": real_words,
 }
 
 

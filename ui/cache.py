@@ -170,6 +170,8 @@ def joint_preset(name: str, p: float, dtype: str, steps: int) -> dict:
 def joint_random(n: int, T: int, d: int, seed: int, runs: int, steps: int) -> dict:
     """`attsvm.joint.random_study` on random instances."""
     return joint.random_study(n=n, T=T, d=d, seed=seed, runs=runs, steps=steps)
+
+
 @st.cache_data(max_entries=32, ttl=TTL, show_spinner="Running (K, Q)-GD from a small start…")
 @hosted.metered
 def staircase_study(pspec: ProblemSpec, alpha: float, kind: str, lam: float, rule: str,
@@ -177,3 +179,14 @@ def staircase_study(pspec: ProblemSpec, alpha: float, kind: str, lam: float, rul
     """`attsvm.staircase.study` on the sidebar's problem (λ = 0: no ridge at all)."""
     return staircase.study(pspec.build(), init_scale=alpha, init_kind=kind, weight_decay=lam,
                            steps=steps, lr=lr, optimizer=rule)
+
+
+# -- Real words ---------------------------------------------------------------------------------
+@st.cache_data(max_entries=16, ttl=TTL, show_spinner="Running GD on the sentences…")
+@hosted.metered
+def words(sentences: tuple, labels: tuple, keys: tuple | None, query: str, head: str, d: int,
+          param: str, steps: int, lr: float) -> dict:
+    """`attsvm.text.study.words_study` (the Real words page)."""
+    from attsvm.text.study import words_study
+    return words_study(list(sentences), list(labels), keys=None if keys is None else list(keys),
+                       query=query, head=head, d=d, param=param, steps=steps, lr=lr)

@@ -27,6 +27,7 @@ from . import (
     ntp,
     overparameterization,
     rank_staircase,
+    real_words,
     regularization_path,
     sequence_causal,
     svm_rank,
@@ -55,7 +56,9 @@ _MODULES.update(_OPTIM)
 # Rank from small init and weight decay on (K, Q) (arXiv 2306.07042, 2410.23819).
 _RANK = {rank_staircase.NAME: rank_staircase, weight_decay.NAME: weight_decay}
 _MODULES.update(_RANK)
-FOLLOWUPS = tuple(ntp.MODULES) + tuple(_OPTIM) + tuple(_RANK)
+_TEXT = {real_words.NAME: real_words}     # real word vectors (attsvm.text)
+_MODULES.update(_TEXT)
+FOLLOWUPS = tuple(ntp.MODULES) + tuple(_OPTIM) + tuple(_RANK) + tuple(_TEXT)
 
 
 def _module(name: str):

@@ -212,6 +212,8 @@ def _joint_training(s):
                                   runs=s.runs)
     return items, floats, dict(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=s.runs,
                                solves=30 * s.runs)
+
+
 def _rank_staircase(s):
     """(K, Q)-GD from each init scale α (arXiv 2306.07042), then the selections' nuclear
     Att-SVMs (classification and rank), bulk."""
@@ -242,6 +244,27 @@ def _weight_decay(s):
     return items, floats, dict(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=B, solves=solves)
 
 
+def _real_words(s):
+    from .real_words import task_sizes
+    items, floats, big = [], 0, (1, 1)
+    norm = NORM_OF[s.param]
+    for name, (n, T) in task_sizes(s).items():
+        big = max(big, (n, T))
+        (what, w), f = _gd(f"{name}: GD", n=n, T=T, d=50, steps=s.steps, runs=1,
+                           param=s.param, record_every=s.record_every)
+        items.append((what, w))
+        floats = max(floats, f)
+        items.append((f"{name}: 2 Att-SVMs", limits.svm_work(n=n, T=T, d=50, norm=norm,
+                                                             solves=2)))
+        for d in s.ds:
+            m = min(s.subset_n, n)
+            items.append((f"{name}: {s.subsets} subset SVMs at d={d}",
+                          limits.bulk_svm_work(n=m, T=T, d=d, solves=s.subsets)
+                          + limits.bulk_svm_work(n=n, T=T, d=d)))
+    solves = len(s.tasks) * (2 + len(s.ds) * (s.subsets + 1))
+    return items, floats, dict(n=big[0], T=big[1], d=50, steps=s.steps, runs=1, solves=solves)
+
+
 PRICES = {
     "geometry-1": _geometry,
     "geometry-2": _geometry,
@@ -258,6 +281,7 @@ PRICES = {
     "joint-training": _joint_training,
     "rank-staircase": _rank_staircase,
     "weight-decay": _weight_decay,
+    "real-words": _real_words,
 }
 # Settings a visitor can lower to make a run cheaper (ints, and grids of ints).
 LOWERABLE = ("runs", "steps", "n", "T", "d", "ds", "max_draws", "max_seeds", "radii",
