@@ -105,6 +105,25 @@ ABOUT = {
                  "checkpoints. With λ > 0 it falls exponentially (dashed: rate 2ηλ per step). "
                  "With λ = 0 the gap itself stays near its start, of order α²: small next to "
                  "a grown K Qᵀ from a small start, large from α = 1.",
+    "words-sentences": "One row per sentence (its number and label), one cell per word, "
+                       "shaded by the word's softmax weight at the iteration shown: darker "
+                       "blue, more attention. GD's selected word is bold; the word the "
+                       "sentence was written around (bundled tasks) is red.",
+    "words-margins": "The same grid coloured by each word's Att-SVM margin "
+                     "(x_iα − x_it)ᵀ W^mm z_i for GD's selection α: 0 at the selected word, "
+                     "1 (darkest orange) at the support words, paler above, white from 4 on. "
+                     "No margins when that Att-SVM is infeasible.",
+    "words-corr": "corr(W(k), W^mm_α) over the iterations: how closely the direction of W "
+                  "(or K Qᵀ) matches the Att-SVM of the words GD ends up selecting (nuclear "
+                  "norm for K Qᵀ). Theory says it tends to 1 where that SVM is feasible.",
+    "words-plane": "Every distinct word as a point: x along the SVM's direction W^mm z̄ "
+                   "(z̄ the mean query), so a word's attention logit grows to the right; y "
+                   "along the words' top principal direction across it. Red: selected by GD "
+                   "in some sentence.",
+    "words-feasibility": "For each dimension d after PCA: the bar's height is the share of "
+                         "sentences whose optimal word is the same as at d = 50, its colour "
+                         "whether the Att-SVM at the optimal words is feasible (green), "
+                         "infeasible (red) or undefined because two words tie (grey).",
 }
 
 

@@ -8,7 +8,7 @@ from attsvm import limits
 from attsvm.text import study
 from attsvm_charts import words as charts
 
-from .. import hosted
+from .. import about, hosted
 
 EXAMPLE = ("+ the movie was wonderful\n- the food was awful\n+ what a lovely evening\n"
            "- the service was rude\n+ the concert was brilliant\n- my trip was miserable")
@@ -74,18 +74,17 @@ def panels(res, j: int, param: str) -> dict:
              "correlation": charts.corr_curve(run.steps, res["corr"], "direction of W(k)"),
              "plane": charts.word_plane(res["plane"]),
              "feasibility": charts.feasibility(res["feasibility"])}
-    st.altair_chart(shown["sentences"])
-    st.caption("Bold: GD's selected word; red: the word the sentence was written around.")
-    st.altair_chart(shown["margins"])
+    about.chart(st, shown["sentences"], "words-sentences")
+    about.chart(st, shown["margins"], "words-margins")
     left, right = st.columns(2)
-    left.altair_chart(shown["correlation"])
-    right.altair_chart(shown["plane"])
+    about.chart(left, shown["correlation"], "words-corr")
+    about.chart(right, shown["plane"], "words-plane")
     st.subheader("Fewer dimensions: is the SVM still feasible?")
     st.markdown("Every vector projected on the top-d singular directions of the sentences' "
                 "words (uncentered PCA, renormalized; the head refitted there). With n·(T−1) "
                 "constraints and d² unknowns, real words stop being separable at small d, "
                 "and repeated words (“the … the”) can tie for the best score.")
-    st.altair_chart(shown["feasibility"])
+    about.chart(st, shown["feasibility"], "words-feasibility")
     st.dataframe(res["feasibility"], hide_index=True, key="words_feas_table")
     with st.expander("Every word: weight, score γ, SVM margin"):
         st.dataframe(words, hide_index=True, key="words_table")
