@@ -448,6 +448,39 @@ def state(name: str, root: Path | None = None) -> State:
 
 
 # -- filling -----------------------------------------------------------------------------------
+def _fill_one(name: str, root: Path | None, say) -> str:
+    """Compute `name`'s entry unless it is there or another process computes it; returns
+    "present", "busy", "done" or "failed"."""
+    s = default_settings(name)
+    if load(name, s, root) is not None:
+        return "present"
+    with lock(name, s, root) as mine:
+        if not mine:
+            return "busy"
+        if load(name, s, root) is not None:        # finished by another meanwhile
+            return "present"
+        path = entry_path(name, s, root)
+        status, last = _side(path, ".status"), [0.0]
+
+        def progress(frac, text):
+            now = time.monotonic()
+            if now - last[0] >= 0.5 or frac >= 1.0:
+                last[0] = now
+                _write_small(status, dict(frac=frac, text=text, pid=os.getpid()))
+
+        progress(0.0, "starting")
+        try:
+            res = experiments.run(name, s, progress=progress)
+            save(res, s, root)
+        except Exception as exc:           # noqa: BLE001  (one bad entry: say why, go on)
+            log.exception("results store: %s failed", name)
+            _write_small(_side(path, ".failed"), dict(error=f"{exc.__class__.__name__}: {exc}"))
+            say(f"{name}: failed ({exc.__class__.__name__}: {exc})")
+            return "failed"
+        say(f"{name} ({res.seconds:.1f} s): {res.summary['text']}")
+        return "done"
+
+
 def fill(todo=None, root: Path | None = None, *, say=print, wait_s: float = 5.0) -> list:
     """Compute every missing entry of `todo` (default: `names()`), one at a time, each
     under its lock; entries another process is computing are waited for, then checked
@@ -456,36 +489,15 @@ def fill(todo=None, root: Path | None = None, *, say=print, wait_s: float = 5.0)
     while pending:
         busy = []
         for name in pending:
-            s = default_settings(name)
-            if load(name, s, root) is not None:
-                continue
-            with lock(name, s, root) as mine:
-                if not mine:
-                    busy.append(name)
-                    continue
-                if load(name, s, root) is not None:        # finished by another meanwhile
-                    continue
-                path = entry_path(name, s, root)
-                status, last = _side(path, ".status"), [0.0]
-
-                def progress(frac, text, status=status, last=last):
-                    now = time.monotonic()
-                    if now - last[0] >= 0.5 or frac >= 1.0:
-                        last[0] = now
-                        _write_small(status, dict(frac=frac, text=text, pid=os.getpid()))
-
-                progress(0.0, "starting")
-                try:
-                    res = experiments.run(name, s, progress=progress)
-                    save(res, s, root)
-                except Exception as exc:           # noqa: BLE001  (one bad entry: say why)
-                    log.exception("results store: %s failed", name)
-                    _write_small(_side(path, ".failed"),
-                                 dict(error=f"{exc.__class__.__name__}: {exc}"))
-                    say(f"{name}: failed ({exc.__class__.__name__}: {exc})")
-                    continue
+            try:
+                what = _fill_one(name, root, say)
+            except OSError as exc:           # e.g. a read-only folder: nothing can be stored
+                say(f"results store {root or folder()}: cannot write ({exc}); stopping")
+                return done
+            if what == "busy":
+                busy.append(name)
+            elif what == "done":
                 done.append(name)
-                say(f"{name} ({res.seconds:.1f} s): {res.summary['text']}")
         if busy and busy == pending:
             time.sleep(wait_s)       # only others' work is left: wait for it
         pending = busy

@@ -246,3 +246,10 @@ def test_the_cli_keeps_default_results_in_the_store(root, tmp_path, capsys):
     assert main(["fill", "svm-rank", "regularization-path", "--store", str(root)]) == 0
     assert "1 of 2 entries computed here" in capsys.readouterr().out
     assert main(["fill", "no-such"]) == 2
+
+
+def test_an_unwritable_store_stops_the_filler_with_a_message(root):
+    root.write_text("not a folder")         # (a read-only folder, for a user other than root)
+    said = []
+    assert store.fill(NAMES, say=said.append) == []
+    assert "cannot write" in said[-1] and store.load("svm-rank") is None
