@@ -135,13 +135,16 @@ def _stored(name: str, entry):
     """The stored result of the paper's settings: summary, chart, provenance, files."""
     res, meta = entry.result, entry.meta
     st.success(f"**Ours:** {hosted.escape_markdown(res.summary['text'])}")
-    about.chart(st, results.chart(name), "reproduce")
+    chart = results.chart(name)
+    if chart is not None:           # (None only if the entry was replaced just now)
+        about.chart(st, chart, "reproduce")
     be = res.backend
-    backend = ", ".join(str(x) for x in (be.get("platform"), be.get("device_kind")) if x)
+    backend = ", ".join(dict.fromkeys(str(x) for x in (be.get("platform"),
+                                                        be.get("device_kind")) if x))
     st.caption(
         f"Computed by attsvm {hosted.escape_markdown(meta.get('attsvm_version'))} on "
         f"{entry.created[:16].replace('T', ' ')} UTC ({hosted.escape_markdown(backend)}) in "
-        f"{res.seconds:.1f} s, with the paper's settings, and stored on the server. "
+        f"{res.seconds:.1f} s, with the authors' settings, and stored on the server. "
         f"Rerun it locally: `pip install -r requirements.txt`, then "
         f"`python -m attsvm reproduce {name}`."
     )
