@@ -234,8 +234,6 @@ def read(name: str, settings=None, root: Path | None = None) -> Entry:
         if meta.get("attsvm_version") != __version__ or meta.get("experiment") != name:
             raise StoreError(f"settings.json is of attsvm {meta.get('attsvm_version')!r}, "
                              f"experiment {meta.get('experiment')!r}")
-        if meta.get("settings") != jsonable(manifest.get("settings")):
-            raise StoreError("settings.json's settings are not the entry's")
         summary = meta.get("summary")
         if not isinstance(summary, dict) or not isinstance(summary.get("text"), str):
             raise StoreError("settings.json has no summary")
