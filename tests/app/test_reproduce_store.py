@@ -79,8 +79,8 @@ def test_a_computing_card_shows_progress_then_its_result(tmp_path, monkeypatch):
         assert any("Computing on the server: the paper's experiment 5 of 8 (40 %, d=5)" in b
                    for b in bars), bars
         infos = "\n".join(i.value for i in at.info)
-        assert "the paper's experiment 3 of 8; now computing the paper's experiment 5 of 8" \
-            in infos                                        # local-convergence waits its turn
+        assert "Waiting its turn on the server (the paper's experiment 3 of 8" in infos
+        assert "it is computing svm-rank now" in infos      # local-convergence waits its turn
         assert not any("local-convergence with these settings" in e.value for e in at.error)
         assert "repro-svm-rank-run" not in _card_keys(at)
         assert any("computing **svm-rank** now" in c.value for c in at.caption)

@@ -160,17 +160,16 @@ def _waiting(name: str, group: tuple, label: str):
     if results.entry(name) is not None:
         st.rerun()                  # the whole page: the card draws its stored result
     state = store.state(name)
-    now = next((n for n in group if store.state(n).kind == "computing"), None)
+    now = next((n for n in store.names() if store.state(n).kind == "computing"), None)
     i = group.index(name) + 1
     if state.kind == "computing":
         st.progress(state.frac, text=f"Computing on the server: {label} {i} of {len(group)} "
                                      f"({100 * state.frac:.0f} %, "
                                      f"{hosted.escape_markdown(state.text)})")
     else:
-        doing = (f"now computing {label} {group.index(now) + 1} of {len(group)} ({now})"
-                 if now else "starting")
-        st.info(f"Computed on the server in turn, with the paper's settings: {label} {i} of "
-                f"{len(group)}; {doing}. It appears here when ready, for every visitor.",
+        doing = f"it is computing {now} now" if now else "it is starting"
+        st.info(f"Waiting its turn on the server ({label} {i} of {len(group)}, with the "
+                f"authors' settings); {doing}. It appears here when ready, for every visitor.",
                 icon=":material/hourglass_top:")
 
 
