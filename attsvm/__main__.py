@@ -94,9 +94,13 @@ def reproduce(args) -> int:
         res = experiments.run(name, s, progress=bar)
         write_result(res, Path(args.out) / name, charts=not args.no_chart, png=not args.no_png)
         if not args.no_store and s == store.default_settings(name):
-            with store.lock(name, s) as mine:   # the app shows it (docs/hosting.md)
-                if mine:
-                    store.save(res, s)
+            try:
+                with store.lock(name, s) as mine:   # the app shows it (docs/hosting.md)
+                    if mine:
+                        store.save(res, s)
+            except OSError as exc:
+                print(f"note: not kept in the results store {store.folder()}: {exc}",
+                      file=sys.stderr)
         print(f"{name} ({res.seconds:.1f} s): {res.summary['text']}")
         print(f"  paper: {experiments.paper_statistic(name)}")
         for note in res.notes:

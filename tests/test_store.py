@@ -246,6 +246,10 @@ def test_the_cli_keeps_default_results_in_the_store(root, tmp_path, capsys):
     assert main(["fill", "svm-rank", "regularization-path", "--store", str(root)]) == 0
     assert "1 of 2 entries computed here" in capsys.readouterr().out
     assert main(["fill", "no-such"]) == 2
+    root.rename(tmp_path / "moved")
+    root.write_text("not a folder")                 # an unwritable store: a note, not a crash
+    assert main([*cli, "--runs", "5"]) == 0
+    assert "not kept in the results store" in capsys.readouterr().err
 
 
 def test_an_unwritable_store_stops_the_filler_with_a_message(root):
