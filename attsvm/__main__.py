@@ -122,7 +122,7 @@ def fill(args) -> int:
     if args.store_dir:
         os.environ["ATTSVM_RESULTS"] = args.store_dir
     t0 = time.perf_counter()
-    done = store.fill(todo)
+    done = store.fill(todo, say=lambda line: print(line, flush=True))
     print(f"results store {store.folder()}: {len(done)} of {len(todo)} entries computed "
           f"here in {time.perf_counter() - t0:.1f} s, the others were there", flush=True)
     return 0
