@@ -78,11 +78,18 @@ def _chart(name: str, path: str, stamp: tuple):
     from attsvm_charts import experiments as experiment_charts
 
     e = entry(name)
-    return None if e is None else experiment_charts.chart(e.result)
+    if e is None:
+        return None
+    try:
+        return experiment_charts.chart(e.result)
+    except Exception:           # noqa: BLE001  (tables read back from CSV; the log says why)
+        store.log.exception("results store: cannot draw %s's chart from its tables", name)
+        return False
 
 
 def chart(name: str):
-    """The chart of `name`'s stored entry (built once per entry)."""
+    """The chart of `name`'s stored entry (built once per entry); None when there is no
+    entry, False when its tables do not make a chart (logged)."""
     stamp = store.stamp(name)
     return None if stamp is None else _chart(name, str(store.entry_path(name)), stamp)
 

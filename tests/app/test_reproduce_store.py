@@ -113,3 +113,22 @@ def test_a_damaged_entry_is_not_shown_and_raises_nothing(hosted_store, caplog):
     at.run()
     assert_clean(at)
     assert len([s for s in at.success if s.value.startswith("**Ours:**")]) == len(TINY)
+
+
+def test_stored_tables_that_make_no_chart_are_a_warning_not_an_exception(hosted_store,
+                                                                         monkeypatch):
+    from attsvm_charts import experiments as experiment_charts
+
+    real = experiment_charts.chart
+
+    def chart(res):
+        if res.name == "svm-rank":
+            raise KeyError("a column the chart expects")
+        return real(res)
+
+    monkeypatch.setattr(experiment_charts, "chart", chart)
+    at = open_page("reproduce.py")
+    assert_clean(at)
+    assert any("do not make a chart" in w.value for w in at.warning)
+    assert len([s for s in at.success if s.value.startswith("**Ours:**")]) == 2
+    assert len(charts(at)) == 1

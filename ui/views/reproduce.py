@@ -136,7 +136,10 @@ def _stored(name: str, entry):
     res, meta = entry.result, entry.meta
     st.success(f"**Ours:** {hosted.escape_markdown(res.summary['text'])}")
     chart = results.chart(name)
-    if chart is not None:           # (None only if the entry was replaced just now)
+    if chart is False:
+        st.warning("The stored tables do not make a chart here (the server log says why); "
+                   "the files below have it.", icon=":material/warning:")
+    elif chart is not None:         # (None only if the entry was replaced just now)
         about.chart(st, chart, "reproduce")
     be = res.backend
     backend = ", ".join(dict.fromkeys(str(x) for x in (be.get("platform"),
