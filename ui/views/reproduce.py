@@ -22,7 +22,7 @@ from ui.widgets import BOUND
 # fixed by the card; `fixtures` names a folder on the machine running attsvm (the CLI's)
 HIDDEN = {"preset", "fixtures"}
 MAX_LITERAL = 500  # characters of a tuple-valued setting (a link can carry any text)
-POLL_S = 3.0       # seconds between looks at the store while a card waits for its result
+POLL_S = 5.0       # seconds between looks at the store while a card waits for its result
 
 
 def _widget(name: str, field: str, default):
