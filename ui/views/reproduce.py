@@ -215,6 +215,7 @@ def store_status():
 
 @st.fragment(run_every=POLL_S)
 def _store_progress():
+    results.start_filler()          # (again, should entries have gone missing since it ended)
     names = store.names()
     ready = [n for n in names if results.entry(n) is not None]
     if len(ready) == len(names):
