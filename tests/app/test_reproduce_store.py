@@ -132,3 +132,28 @@ def test_stored_tables_that_make_no_chart_are_a_warning_not_an_exception(hosted_
     assert any("do not make a chart" in w.value for w in at.warning)
     assert len([s for s in at.success if s.value.startswith("**Ours:**")]) == 2
     assert len(charts(at)) == 1
+
+
+def test_one_filler_per_server_started_again_only_when_entries_went_missing(monkeypatch):
+    started = []
+
+    class Fake:
+        def __init__(self, root):
+            self.running = True
+            started.append(self)
+
+    monkeypatch.setattr(store, "Filler", Fake)
+    clock = [1000.0]
+    monkeypatch.setattr(results.time, "monotonic", lambda: clock[0])
+    server = results._Server()
+    for _ in range(3):                       # every session's run: one filler
+        server.ensure(lambda: True)
+    assert len(started) == 1 and server.running
+    started[0].running = False               # it ended
+    server.ensure(lambda: True)
+    assert len(started) == 1                 # not again within RESTART_S
+    clock[0] += results.RESTART_S
+    server.ensure(lambda: False)             # nothing missing: nothing to do
+    assert len(started) == 1
+    server.ensure(lambda: True)              # entries went missing: once more
+    assert len(started) == 2 and server.running
