@@ -72,9 +72,10 @@ def main(argv=None) -> int:
                     print(f"  in-app change to {args.page} while filling: first chart "
                           f"{inapp[-1][1]:.2f} s", flush=True)
                 time.sleep(1.0)
+            lag = t0 - t_server
             print(f"paper's {n_paper} cards: {t_paper and round(t_paper, 1)} s after opening the "
-                  f"page ({time.perf_counter() - t_server:.0f} s after the server started); "
-                  f"all {n_all}: {seen} stored")
+                  f"page ({t_paper and round(t_paper + lag)} s after the server answered); "
+                  f"{seen} of {n_all} stored after {time.perf_counter() - t0:.1f} s")
         finally:
             proc.terminate()
             proc.wait(timeout=30)
