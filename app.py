@@ -43,9 +43,10 @@ pages = list(by_file.values())
 # server treats pages/ as the legacy layout (and shows "Page not found" for deep links).
 page = st.navigation(pages, position="hidden")
 
-from ui import hosted, sidebar, tour  # noqa: E402  (imports JAX)
+from ui import hosted, results, sidebar, tour  # noqa: E402  (imports JAX)
 
 hosted.load_secrets_mode()
+results.start_filler()                     # the Reproduce page's results (attsvm.store)
 link = hosted.clean_link()
 sidebar.render(pages, page=page.url_path)
 tour.banner(by_file)

@@ -4,25 +4,27 @@
     python -m attsvm reproduce NAME [--runs N] [--seed S] [--out DIR] [--set key=value ...]
     python -m attsvm reproduce all  [--out DIR]          (the paper's experiments)
     python -m attsvm reproduce followups [--out DIR]    (the follow-up papers' experiments)
+    python -m attsvm fill [NAME ...] [--store DIR]      (the results store's missing entries)
 
 Each experiment writes DIR/NAME/: one CSV per table, settings.json (settings, attsvm
 version, backend, time, the summary with the paper's statistic next to ours) and chart.html
 (plus chart.png when vl-convert-python is installed). A progress bar goes to stderr, one
-summary line per experiment to stdout.
+summary line per experiment to stdout. Results at the default settings also go into the
+results store (attsvm.store: ATTSVM_RESULTS, which the app shows) unless --no-store; `fill`
+computes what the store lacks.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
-import json
 import os
 import sys
 import time
 from pathlib import Path
 
-from . import experiments
-from .experiments.core import jsonable
+from . import experiments, store
+from .store import chart_module, write_result  # noqa: F401  (the CLI's files)
 
 
 def _parse_value(text: str):
@@ -76,51 +78,6 @@ class Bar:
         self.stream.flush()
 
 
-def chart_module():
-    """`attsvm_charts.experiments` (Altair lives outside the library), or None when the
-    charts package or Altair is not installed (then only the data files are written)."""
-    try:
-        from attsvm_charts import experiments as charts
-    except ImportError:
-        return None
-    return charts
-
-
-def write_result(res, out: Path, *, charts: bool = True, png: bool = True) -> list[Path]:
-    """Write a result's CSVs, settings.json and chart; returns the files written."""
-    out.mkdir(parents=True, exist_ok=True)
-    files = []
-    for key, df in res.frames.items():
-        path = out / f"{key}.csv"
-        df.to_csv(path, index=False)
-        files.append(path)
-    meta = experiments.metadata(res)
-    path = out / "settings.json"
-    path.write_text(json.dumps(jsonable(meta), indent=2, ensure_ascii=False))
-    files.append(path)
-    mod = chart_module() if charts else None
-    if mod is not None:
-        ch = mod.chart(res)
-        path = out / "chart.html"
-        ch.save(str(path))
-        files.append(path)
-        if png:
-            try:
-                import vl_convert  # noqa: F401  (optional: PNG export)
-            except ImportError:
-                pass
-            else:
-                path = out / "chart.png"
-                ch.save(str(path), scale_factor=1.5)
-                files.append(path)
-    elif charts:
-        print(
-            "note: attsvm_charts (or altair) is not installed; charts skipped",
-            file=sys.stderr,
-        )
-    return files
-
-
 # Names that run a group of experiments (a `--set` key then applies where it is a setting).
 GROUPS = {"all": experiments.EXPERIMENTS, "followups": experiments.FOLLOWUPS}
 
@@ -136,6 +93,14 @@ def reproduce(args) -> int:
         bar = Bar(name) if not args.quiet else (lambda f, t: None)
         res = experiments.run(name, s, progress=bar)
         write_result(res, Path(args.out) / name, charts=not args.no_chart, png=not args.no_png)
+        if not args.no_store and s == store.default_settings(name):
+            try:
+                with store.lock(name, s) as mine:   # the app shows it (docs/hosting.md)
+                    if mine:
+                        store.save(res, s)
+            except OSError as exc:
+                print(f"note: not kept in the results store {store.folder()}: {exc}",
+                      file=sys.stderr)
         print(f"{name} ({res.seconds:.1f} s): {res.summary['text']}")
         print(f"  paper: {experiments.paper_statistic(name)}")
         for note in res.notes:
@@ -143,6 +108,23 @@ def reproduce(args) -> int:
     if len(plans) > 1:
         total = time.perf_counter() - t0
         print(f"all {len(plans)} experiments in {total:.1f} s; files in {args.out}/")
+    return 0
+
+
+def fill(args) -> int:
+    """Compute the results store's missing entries (the paper's, then the follow-ups')."""
+    todo = []
+    for name in args.names or ["all", "followups"]:
+        if name not in GROUPS and name not in store.names():
+            raise ValueError(f"`NAME` must be one of {list(store.names()) + list(GROUPS)}; "
+                             f"got {name!r}")
+        todo += [n for n in GROUPS.get(name, [name]) if n not in todo]
+    if args.store_dir:
+        os.environ["ATTSVM_RESULTS"] = args.store_dir
+    t0 = time.perf_counter()
+    done = store.fill(todo, say=lambda line: print(line, flush=True))
+    print(f"results store {store.folder()}: {len(done)} of {len(todo)} entries computed "
+          f"here in {time.perf_counter() - t0:.1f} s, the others were there", flush=True)
     return 0
 
 
@@ -189,7 +171,16 @@ def main(argv=None) -> int:
         "--no-png", action="store_true", help="skip chart.png even if vl-convert is installed"
     )
     rp.add_argument("--quiet", action="store_true", help="no progress bar")
+    rp.add_argument("--no-store", action="store_true",
+                    help="do not also keep default-settings results in the results store")
     add_cpu_devices_option(rp)
+    fp = sub.add_parser("fill", help="compute the results store's missing entries "
+                        "(ATTSVM_RESULTS; the paper's, then the follow-ups')")
+    fp.add_argument("names", nargs="*", help="experiments or groups (default: all, followups)")
+    fp.add_argument("--store", dest="store_dir", default=None,
+                    help="the store's folder (default: ATTSVM_RESULTS or the user cache)")
+    fp.add_argument("--quiet", action="store_true", help="(no progress bar: always quiet)")
+    add_cpu_devices_option(fp)
     args = parser.parse_args(argv)
     try:
         if args.command == "list":
@@ -197,7 +188,7 @@ def main(argv=None) -> int:
                 print(f"{name:<22} {experiments.title(name)}")
             return 0
         use_cpu_cores(args.cpu_devices)
-        return reproduce(args)
+        return fill(args) if args.command == "fill" else reproduce(args)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,20 +1,25 @@
-"""Reproduce the paper: one card per experiment, the paper's settings as the preset, a Run
-button with progress, the chart, our statistic next to the paper's, and downloads. Below them
-the follow-up papers' experiments (next-token prediction, ℓp mirror descent, adaptive step
-sizes) get the same cards, with the authors' settings and numbers where their code gives them."""
+"""Reproduce the paper: one card per experiment with the stored result of the paper's
+settings (computed once on the server, in the background, for every visitor), our statistic
+next to the paper's, the chart and the files; and a run with other settings, priced for the
+visitor. Below them the follow-up papers' experiments get the same cards."""
 import streamlit as st
 
 from attsvm import experiments
-from ui.views.reproduce import card
+from ui import results
+from ui.views.reproduce import card, store_status
 
+results.start_filler()
 st.title("Reproduce the paper")
 st.markdown(
     "Every experiment of *Transformers as Support Vector Machines*, with the authors' "
-    "settings as the preset. Each card shows the statistic the paper reports next to ours. "
-    "The same runs are available headless: `python -m attsvm reproduce NAME` (or `all`)."
+    "settings. Each card shows the statistic the paper reports next to ours, computed once "
+    "on the server and stored; *Run with other settings* runs a variant for you. The same "
+    "runs are available headless: `python -m attsvm reproduce NAME` (or `all`)."
 )
-for exp in experiments.EXPERIMENTS:
-    card(exp)
+store_status()
+paper = tuple(experiments.EXPERIMENTS)
+for exp in paper:
+    card(exp, paper, "the paper's experiment")
 
 st.header("Follow-up papers")
 st.markdown(
@@ -25,5 +30,6 @@ st.markdown(
     "outputs, where they exist) next to ours; the notes say where attsvm measures "
     "differently. Headless: `python -m attsvm reproduce followups` (not part of `all`)."
 )
-for exp in experiments.FOLLOWUPS:
-    card(exp)
+followups = tuple(experiments.FOLLOWUPS)
+for exp in followups:
+    card(exp, followups, "follow-up")

@@ -6,14 +6,21 @@ fail loudly rather than broadcast into a wrong but finite answer.
 """
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
-import jax
-import numpy as np
-import pytest
-from hypothesis import settings
+# Tests never touch the user's results store, and no server they start fills one in the
+# background unless the test asks (tests/test_store.py, tests/app/test_reproduce_store.py).
+os.environ["ATTSVM_RESULTS"] = tempfile.mkdtemp(prefix="attsvm-test-results-")
+os.environ["ATTSVM_FILL"] = "0"
 
-import attsvm
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
+
+import attsvm  # noqa: E402
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 

@@ -1,5 +1,7 @@
-"""The Reproduce page's cards: one per experiment, with its settings (kept in the URL), a
-Run button with progress, the chart, our statistic next to the paper's, and downloads."""
+"""The Reproduce page's cards: one per experiment, showing the stored result of the
+paper's settings (attsvm.store, computed once on the server) with its chart, our statistic
+next to the paper's, provenance and downloads; and settings (kept in the URL) for a run
+with other settings, priced and refused like every other page's."""
 
 from __future__ import annotations
 
@@ -11,15 +13,16 @@ import zipfile
 
 import streamlit as st
 
-from attsvm import experiments, limits
+from attsvm import experiments, limits, store
 from attsvm.experiments.core import jsonable
 from attsvm_charts import experiments as experiment_charts
-from ui import about, cache, hosted
+from ui import about, cache, hosted, results
 from ui.widgets import BOUND
 
 # fixed by the card; `fixtures` names a folder on the machine running attsvm (the CLI's)
 HIDDEN = {"preset", "fixtures"}
 MAX_LITERAL = 500  # characters of a tuple-valued setting (a link can carry any text)
+POLL_S = 5.0       # seconds between looks at the store while a card waits for its result
 
 
 def _widget(name: str, field: str, default):
@@ -53,40 +56,131 @@ def _widget(name: str, field: str, default):
         ) from None
 
 
-def _downloads(name: str, res: experiments.Result, chart):
+def _downloads(name: str, csvs: dict, meta_json: str, html: str):
+    """Download buttons: the tables (a zip of CSVs), settings + summary (JSON), the chart."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        for key, df in res.frames.items():
-            z.writestr(f"{name}/{key}.csv", df.to_csv(index=False))
-    meta = experiments.metadata(res)
+        for key, data in csvs.items():
+            z.writestr(f"{name}/{key}.csv", data)
     c1, c2, c3 = st.columns(3)
-    c1.download_button(
-        "Data (CSV, zip)",
-        buf.getvalue(),
-        f"{name}-data.zip",
-        "application/zip",
-        key=f"repro-{name}-dl-csv",
-    )
-    c2.download_button(
-        "Settings + summary (JSON)",
-        json.dumps(jsonable(meta), indent=2, ensure_ascii=False),
-        f"{name}-settings.json",
-        "application/json",
-        key=f"repro-{name}-dl-json",
-    )
+    c1.download_button("Data (CSV, zip)", buf.getvalue(), f"{name}-data.zip", "application/zip",
+                       key=f"repro-{name}-dl-csv")
+    c2.download_button("Settings + summary (JSON)", meta_json, f"{name}-settings.json",
+                       "application/json", key=f"repro-{name}-dl-json")
+    c3.download_button("Chart (HTML)", html, f"{name}-chart.html", "text/html",
+                       key=f"repro-{name}-dl-html")
+
+
+def _run_downloads(name: str, res: experiments.Result, chart):
     html = io.StringIO()
     chart.save(html, format="html")
-    c3.download_button(
-        "Chart (HTML)",
-        html.getvalue(),
-        f"{name}-chart.html",
-        "text/html",
-        key=f"repro-{name}-dl-html",
+    meta = json.dumps(jsonable(experiments.metadata(res)), indent=2, ensure_ascii=False)
+    _downloads(name, {k: df.to_csv(index=False) for k, df in res.frames.items()}, meta,
+               html.getvalue())
+
+
+def _rows(res: experiments.Result):
+    rows = res.summary.get("rows")
+    if rows:
+        with st.expander("Ours next to the paper (table)"):
+            st.dataframe(rows, hide_index=True)
+
+
+def _settings(name: str, defaults):
+    """The card's settings expander: returns (overrides of the paper's settings, the
+    price, or the ValueError that refuses them)."""
+    overrides, price, refused = {}, None, None
+    # opened when a link set any of this card's settings, so the recipient sees them
+    linked = any(k.startswith(f"repro-{name}-") for k in st.query_params)
+    with st.expander("Run with other settings (the paper's by default)", expanded=linked):
+        try:
+            cols = st.columns(3)
+            fields = [f for f in dataclasses.fields(defaults) if f.name not in HIDDEN]
+            for j, f in enumerate(fields):
+                with cols[j % 3]:
+                    value = _widget(name, f.name, getattr(defaults, f.name))
+                if value != getattr(defaults, f.name):
+                    overrides[f.name] = value
+            price = experiments.check(name, **overrides)  # validated and priced now
+        except ValueError as exc:   # bad settings, or over budget (which to lower)
+            refused = exc
+    return overrides, price, refused
+
+
+def _run(name: str, overrides: dict, price, refused):
+    """A run for the visitor (priced and refused as every other page's)."""
+    if refused is not None:     # outside the expander: seen even when it is closed
+        st.error(f"**Cannot run this:** {hosted.escape_markdown(refused)}", icon="🚫")
+        return
+    last = f"repro-{name}-last"
+    if st.button("Run", key=f"repro-{name}-run", type="primary"):
+        st.session_state[last] = json.dumps(overrides, sort_keys=True)
+    if st.session_state.get(last) != json.dumps(overrides, sort_keys=True):
+        st.caption(f"Budget mode: {limits.mode()}; priced at ≈ {price.seconds:.2g} s of "
+                   "compute. Click Run to reproduce with these settings.")
+        return
+    try:
+        res = cache.experiment(name, st.session_state[last])
+    except ValueError as exc:  # settings over the budget, infeasible data, …
+        st.error(f"**Cannot run this:** {hosted.escape_markdown(exc)}", icon="🚫")
+        return
+    st.success(f"**Ours ({res.seconds:.1f} s):** {hosted.escape_markdown(res.summary['text'])}")
+    chart = experiment_charts.chart(res)
+    about.chart(st, chart, "reproduce")
+    _rows(res)
+    _run_downloads(name, res, chart)
+
+
+def _stored(name: str, entry):
+    """The stored result of the paper's settings: summary, chart, provenance, files."""
+    res, meta = entry.result, entry.meta
+    st.success(f"**Ours:** {hosted.escape_markdown(res.summary['text'])}")
+    chart = results.chart(name)
+    if chart is False:
+        st.warning("The stored tables do not make a chart here (the server log says why); "
+                   "the files below have it.", icon=":material/warning:")
+    elif chart is not None:         # (None only if the entry was replaced just now)
+        about.chart(st, chart, "reproduce")
+    be = res.backend
+    backend = ", ".join(dict.fromkeys(str(x) for x in (be.get("platform"),
+                                                        be.get("device_kind")) if x))
+    st.caption(
+        f"Computed by attsvm {hosted.escape_markdown(meta.get('attsvm_version'))} on "
+        f"{entry.created[:16].replace('T', ' ')} UTC ({hosted.escape_markdown(backend)}) in "
+        f"{res.seconds:.1f} s, with the authors' settings, and stored on the server. "
+        f"Rerun it locally: `pip install -r requirements.txt`, then "
+        f"`python -m attsvm reproduce {name}`."
     )
+    _rows(res)
+    csvs = {f[:-4]: data for f, data in entry.files.items() if f.endswith(".csv")}
+    _downloads(name, csvs, entry.files["settings.json"].decode("utf-8"),
+               entry.files.get("chart.html", b"").decode("utf-8"))
 
 
-def card(name: str):
+@st.fragment(run_every=POLL_S)
+def _waiting(name: str, group: tuple, label: str):
+    """What the server is doing for this card, polled until its entry is stored."""
+    if results.entry(name) is not None:
+        st.rerun()                  # the whole page: the card draws its stored result
+    state = store.state(name)
+    now = next((n for n in store.names() if store.state(n).kind == "computing"), None)
+    i = group.index(name) + 1
+    if state.kind == "computing":
+        st.progress(state.frac, text=f"Computing on the server: {label} {i} of {len(group)} "
+                                     f"({100 * state.frac:.0f} %, "
+                                     f"{hosted.escape_markdown(state.text)})")
+    else:
+        doing = f"it is computing {now} now" if now else "it is starting"
+        st.info(f"Waiting its turn on the server ({label} {i} of {len(group)}, with the "
+                f"authors' settings); {doing}. It appears here when ready, for every visitor.",
+                icon=":material/hourglass_top:")
+
+
+def card(name: str, group: tuple = (), label: str = "experiment"):
+    """One experiment's card: the stored result of the paper's settings (or the server's
+    progress on it), and a run with other settings, priced for the visitor."""
     defaults = experiments.settings(name)
+    group = tuple(group) or (name,)
     with st.container(border=True):
         st.subheader(f"{name} — {experiments.title(name)}")
         st.caption(f"**Paper:** {hosted.escape_markdown(experiments.paper_statistic(name))}")
@@ -94,42 +188,45 @@ def card(name: str):
             st.warning(
                 f"**attsvm differs from the authors' code here:** {note}", icon=":material/rule:"
             )
-        overrides = {}
-        # opened when a link set any of this card's settings, so the recipient sees them
-        linked = any(k.startswith(f"repro-{name}-") for k in st.query_params)
-        refused = None
-        with st.expander("Settings (the paper's by default)", expanded=linked):
-            try:
-                cols = st.columns(3)
-                fields = [f for f in dataclasses.fields(defaults) if f.name not in HIDDEN]
-                for j, f in enumerate(fields):
-                    with cols[j % 3]:
-                        value = _widget(name, f.name, getattr(defaults, f.name))
-                    if value != getattr(defaults, f.name):
-                        overrides[f.name] = value
-                price = experiments.check(name, **overrides)  # validated and priced now
-            except ValueError as exc:   # bad settings, or over budget (which to lower)
-                refused = exc
-        if refused is not None:     # outside the expander: seen even when it is closed
-            st.error(f"**Cannot run this:** {hosted.escape_markdown(refused)}", icon="🚫")
-            return
-        last = f"repro-{name}-last"
-        if st.button("Run", key=f"repro-{name}-run", type="primary"):
-            st.session_state[last] = json.dumps(overrides, sort_keys=True)
-        if last not in st.session_state:
-            st.caption(f"Budget mode: {limits.mode()}; priced at ≈ {price.seconds:.2g} s of "
-                       "compute. Click Run to reproduce with these settings.")
-            return
-        try:
-            res = cache.experiment(name, st.session_state[last])
-        except ValueError as exc:  # settings over the budget, infeasible data, …
-            st.error(f"**Cannot run this:** {hosted.escape_markdown(exc)}", icon="🚫")
-            return
-        st.success(f"**Ours ({res.seconds:.1f} s):** {hosted.escape_markdown(res.summary['text'])}")
-        chart = experiment_charts.chart(res)
-        about.chart(st, chart, "reproduce")
-        rows = res.summary.get("rows")
-        if rows:
-            with st.expander("Ours next to the paper (table)"):
-                st.dataframe(rows, hide_index=True)
-        _downloads(name, res, chart)
+        overrides, price, refused = _settings(name, defaults)
+        if overrides:
+            return _run(name, overrides, price, refused)
+        entry = results.entry(name)
+        if entry is not None:
+            return _stored(name, entry)
+        if results.queued(name) and store.state(name).kind != "failed":
+            return _waiting(name, group, label)
+        if store.state(name).kind == "failed":
+            st.warning("The server could not compute this card's result: "
+                       f"{hosted.escape_markdown(store.state(name).text)}",
+                       icon=":material/error:")
+        _run(name, overrides, price, refused)
+
+
+def store_status():
+    """One line: how many results are stored, and what the server computes now (polled
+    until every result is stored)."""
+    names = store.names()
+    if all(results.entry(n) is not None for n in names):
+        st.caption(f"All {len(names)} results are stored on the server.")
+    else:
+        _store_progress()
+
+
+@st.fragment(run_every=POLL_S)
+def _store_progress():
+    results.start_filler()          # (again, should entries have gone missing since it ended)
+    names = store.names()
+    ready = [n for n in names if results.entry(n) is not None]
+    if len(ready) == len(names):
+        st.rerun()
+    now = next((n for n in names if store.state(n).kind == "computing"), None)
+    paper = [n for n in experiments.EXPERIMENTS if n in ready]
+    text = (f"Stored on the server: {len(paper)} of {len(experiments.EXPERIMENTS)} of the "
+            f"paper's results and {len(ready) - len(paper)} of "
+            f"{len(names) - len(experiments.EXPERIMENTS)} follow-ups'")
+    if now:
+        text += f"; computing **{now}** now, one experiment at a time, in the background"
+    elif not results.filling():
+        text += "; the others run when you click their Run button"
+    st.caption(text + ".")
