@@ -337,26 +337,28 @@ def real_words(res) -> alt.VConcatChart:
     bars = alt.Chart(runs).mark_bar().encode(
         x=alt.X("share:Q", scale=alt.Scale(domain=[0, 1]), title="share of sentences"),
         y=alt.Y("measure:N", title=None), row=alt.Row("task:N", title=None),
-        color=alt.Color("measure:N", legend=None),
+        color=alt.Color("measure:N", legend=None, scale=alt.Scale(range=["#525252", "#a3a3a3"])),
         tooltip=["task:N", "measure:N", alt.Tooltip("share:Q", format=".3f")]).properties(
         width=W - 80, height=40, title="the word attention selects")
     c = res.frames["curves"].dropna(subset=["corr"])
+    task = alt.Color("task:N", title="task", legend=alt.Legend(orient="right"))
     corr = alt.Chart(c).mark_line().encode(
         x=alt.X("step:Q", title="iteration"),
         y=alt.Y("corr:Q", title="corr(W(k), W^mm_α)", scale=alt.Scale(zero=False)),
-        color=alt.Color("task:N"), tooltip=["task:N", "step:Q", alt.Tooltip("corr:Q", format=".5f")]
+        color=task, tooltip=["task:N", "step:Q", alt.Tooltip("corr:Q", format=".5f")]
     ).properties(title="direction of W(k)", width=W, height=H)
     f = res.frames["feasibility"]
     feas = alt.Chart(f).mark_line(point=True).encode(
         x=alt.X("d:Q", title="d after PCA"),
         y=alt.Y("feasible_share:Q", scale=alt.Scale(domain=[0, 1]),
                 title="share of feasible Att-SVMs at opt"),
-        color=alt.Color("task:N"),
+        color=task,
         tooltip=["task:N", "d:Q", "subsets:Q", "ties:Q", "whole_task:N",
                  alt.Tooltip("feasible_share:Q", format=".2f")]).properties(
         title="feasibility of the SVM on real vectors", width=W, height=H)
-    return alt.vconcat(alt.hconcat(corr, feas), bars).properties(
-        title="Real words (GloVe 6B 50-d)")
+    # the bars' colours say the measure (no legend): their own scale, so the task legend stays
+    return alt.vconcat(alt.hconcat(corr, feas), bars).resolve_scale(
+        color="independent").properties(title="Real words (GloVe 6B 50-d)")
 
 
 BUILDERS = {

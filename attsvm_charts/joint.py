@@ -90,7 +90,8 @@ def joint_training(res) -> alt.HConcatChart:
                                                        "corr_balanced", "corr_v"],
                      var_name="svm", value_name="corr")
     right = alt.Chart(long).mark_tick(thickness=2, size=18).encode(
-        x=alt.X("corr:Q", scale=alt.Scale(zero=False), title="correlation at the end"),
+        x=alt.X("corr:Q", scale=alt.Scale(zero=False), title="correlation at the end",
+                axis=alt.Axis(format=".2f", tickCount=5, labelOverlap="greedy")),
         y=alt.Y("svm:N", title=None, sort=["corr_v", "corr_balanced", "corr_relaxed",
                                            "corr_tight"]),
         tooltip=["instance:Q", "svm:N", alt.Tooltip("corr:Q", format=".5f")]).properties(

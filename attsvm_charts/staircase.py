@@ -61,12 +61,13 @@ def rank_staircase(res) -> alt.HConcatChart:
     c = c[c["step"] > 0].melt(id_vars=["alpha", "step", "rescaled"],
                               value_vars=[k for k in c.columns if k.startswith("ratio")],
                               var_name="ratio", value_name="value")
+    order = ["α=" + f"{a:g}" for a in sorted(c["alpha"].unique())]   # numeric, not as text
     c = c[c["value"] > 0].assign(alpha=lambda d: "α=" + d.alpha.map("{:g}".format),
                                  ratio=lambda d: "σ" + d.ratio.str[5:] + "/σ₁")
     lines = alt.Chart(c).mark_line().encode(
         x=alt.X("step:Q", scale=alt.Scale(type="log"), title="iteration k"),
         y=alt.Y("value:Q", scale=alt.Scale(type="log"), title="median σ_j/σ₁ of ΔW"),
-        color=alt.Color("alpha:N", title=None, legend=alt.Legend(orient="bottom")),
+        color=alt.Color("alpha:N", title=None, sort=order, legend=alt.Legend(orient="bottom")),
         strokeDash=alt.StrokeDash("ratio:N", title=None),
         tooltip=["alpha:N", "ratio:N", "step:Q", alt.Tooltip("value:Q", format=".2e")]
     ).properties(title="ΔW's spectrum over training", width=W, height=H)
@@ -93,14 +94,27 @@ def weight_decay(res) -> alt.HConcatChart:
     b = res.frames["by_lambda"].query("weight_decay > 0").melt(
         id_vars=["weight_decay"], value_vars=["gap_rate", "predicted_rate"],
         var_name="rate", value_name="per_step")
-    rates = alt.Chart(b).mark_point(filled=True, size=70).encode(
+    b["rate"] = b["rate"].map(RATE_LABELS)
+    # a small black dot in a large hollow diamond: none of the λ lines' colours, no confusion
+    rate_scale = dict(domain=list(RATE_LABELS.values()))
+    rates = alt.Chart(b).mark_point(strokeWidth=1.5).encode(
         x=alt.X("weight_decay:Q", scale=alt.Scale(type="log"), title="λ"),
         y=alt.Y("per_step:Q", scale=alt.Scale(type="log"), title="decay rate per step"),
-        shape=alt.Shape("rate:N", title=None), color=alt.Color("rate:N", title=None),
+        shape=alt.Shape("rate:N", title=None, scale=alt.Scale(**rate_scale,
+                        range=["circle", "diamond"]), legend=alt.Legend(orient="bottom")),
+        fill=alt.Fill("rate:N", title=None, scale=alt.Scale(**rate_scale,
+                      range=["black", "transparent"]), legend=None),
+        stroke=alt.Stroke("rate:N", title=None, scale=alt.Scale(**rate_scale,
+                          range=["black", "black"]), legend=None),
+        size=alt.Size("rate:N", title=None, scale=alt.Scale(**rate_scale, range=[40, 200]),
+                      legend=alt.Legend(orient="bottom")),
         tooltip=["weight_decay:Q", "rate:N", alt.Tooltip("per_step:Q", format=".4g")]
     ).properties(title="measured vs predicted 2ηλ", width=220, height=H)
-    return alt.hconcat(lines, rates).properties(
+    return alt.hconcat(lines, rates).resolve_scale(color="independent").properties(
         title="Weight decay on (K, Q) = nuclear norm on KQᵀ (arXiv 2410.23819)")
+
+
+RATE_LABELS = {"gap_rate": "measured gap rate (median)", "predicted_rate": "predicted 2ηλ"}
 
 
 BUILDERS = {"rank-staircase": rank_staircase, "weight-decay": weight_decay}

@@ -1,5 +1,5 @@
-"""Train the head too: joint (v, W) training and the two SVMs it reaches (arXiv 2306.13596,
-arXiv 2410.14581; docs/joint.md)."""
+"""Train the head too: joint (v, W) training against the head SVM and the relaxed, tight and
+balanced Att-SVMs (arXiv 2306.13596, arXiv 2410.14581; docs/joint.md)."""
 import streamlit as st
 
 from attsvm import limits

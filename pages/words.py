@@ -61,6 +61,7 @@ export_ui.export_button(
 st.info("**What the theory cannot do here.** A fixed linear head scores each word alone, so "
         "negation (“not good”) is out of reach: no single word carries the label, and GD "
         "selects whichever word happens to score with it (often a neutral word with a small "
-        "fitted score). Training the head together with "
-        "the attention changes the scores (see `attsvm.train(..., train_v=True)` where "
-        "available).", icon=":material/info:")
+        "fitted score). This page keeps the head at its lexicon fit; training it together "
+        "with the attention changes the scores and is possible in the library: "
+        "`attsvm.train(text.build(…).problem, train_v=True)` starts v at that fit.",
+        icon=":material/info:")

@@ -143,6 +143,11 @@ def test_experiment_runs_small_and_charts():
     assert pre.loc[("mmts-tight", 2.0)].corr_tight >= 0.999
     assert pre.loc[("mdatt-toy", 3.0)].alpha == "0 0"
     assert len(res.frames["runs"]) == 3 and "relaxed beats tight" in res.summary["text"]
+    ok = res.frames["runs"].query("feasible and support < 4")
+    assert len(ok) == 3   # the summary names the SVM with the highest median corr, as measured
+    med = {k: ok[f"corr_{k}"].median() for k in ("balanced", "relaxed", "tight")}
+    assert res.summary["closest"] == max(med, key=med.get)
+    assert f"closest (median corr) the {res.summary['closest']} SVM" in res.summary["text"]
     assert chart(res).to_dict()
     with pytest.raises(ValueError, match="toy_ps"):
         experiments.settings("joint-training", toy_ps=(0.5,))

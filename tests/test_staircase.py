@@ -162,6 +162,11 @@ def test_both_experiments_run_tiny_and_are_listed(capsys, tmp_path):
     by = res.frames["by_alpha"].set_index("alpha")
     assert by.loc[1e-4, "median_ratio_at"] < by.loc[1.0, "median_ratio_at"]
     assert {"takeoff", "runs", "curves"} <= set(res.frames) and "α=0.0001" in res.summary["text"]
+    # the take-off step is a median over the runs where σ₂ takes off: the summary says how many
+    t2 = res.frames["takeoff"].query("k == 2").set_index("alpha")
+    for a, part in zip((1e-4, 1.0), res.summary["text"].split("; "), strict=True):
+        up = round(t2.loc[a, "taken_off"] * 8)
+        assert f"σ₂ takes off in {up}/8 runs" in part, part
     wd = experiments.run("weight-decay", runs=4, steps=2000, segments=20, lambdas=(0.0, 0.02))
     b = wd.frames["by_lambda"].set_index("weight_decay")
     assert b.loc[0.02, "max_rel_gap"] < 1e-9 < b.loc[0.0, "max_rel_gap"]

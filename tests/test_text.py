@@ -84,6 +84,20 @@ def test_padding_gets_zero_weight_and_exact_gradient():
         assert np.all(run.probs[:, i, p.lengths[i]:] == 0.0)
 
 
+def test_the_head_trains_from_its_lexicon_fit():
+    """`train(train_v=True)` on a sentence problem starts v at the fitted head and its first
+    plain GD step on v is v − η ∇_v L, ∇_v L = Σ_i ℓ'(Y_i f_i) Y_i / n · X_iᵀ s_i over real
+    tokens only (W₀ = 0: uniform weights on each sentence's own words)."""
+    p = text.sentence_problem(SENTS, LABELS)
+    run = attsvm.train(p, steps=1, lr=1.0, optimizer="gd", init=np.zeros((p.d, p.d)),
+                       train_v=True)
+    g = np.zeros(p.d)
+    for i in range(p.n):
+        r = p.X[i, :p.lengths[i]].mean(0)
+        g += -p.Y[i] / (1 + np.exp(p.Y[i] * (r @ p.v))) / p.n * r
+    np.testing.assert_allclose(run.final_v, p.v - g, rtol=0, atol=1e-13)
+
+
 def test_svm_ignores_padding():
     """Padding replaced by copies of a real non-selected token adds only repeated
     constraints: the same W^mm (Clarabel on both)."""

@@ -108,8 +108,10 @@ def _summary(s, by, take) -> dict:
     parts = []
     for t in by.to_dict("records"):
         k2 = take[(take.alpha == t["alpha"]) & (take.k == 2)]
-        k2s = (f"σ₂ takes off at step {fmt(k2.median_step.iloc[0], 3)}"
-               if len(k2) and k2.taken_off.iloc[0] > 0 else "σ₂ never takes off")
+        up = int(round(k2.taken_off.iloc[0] * s.runs)) if len(k2) else 0
+        k2s = (f"σ₂ takes off in {up}/{s.runs} runs, at step "
+               f"{fmt(k2.median_step.iloc[0], 3)} (median of those)"
+               if up else f"σ₂ takes off in 0/{s.runs} runs")
         parts.append(f"α={t['alpha']:g}: σ₂/σ₁ {fmt(t['median_ratio_at'], 2)} at step "
                      f"{s.ratio_step}, final rank {fmt(t['median_delta_rank'], 2)}, {k2s}, "
                      f"{fmt(100 * t['share_global'], 3)}% global")

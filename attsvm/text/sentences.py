@@ -256,8 +256,8 @@ def sentence_problem(sentences, labels, *, query: str = "mean", head="sentiment"
         labels: n labels, each +1 or −1.
         query: "mean", "first" or "word:<w>".
         head: "sentiment" or "topic" (a linear head fitted on that lexicon, `fit_head`), or
-            a (d,) vector v. (Training v together with W needs `attsvm.train(train_v=True)`
-            where it exists; the fitted v is then its initialization.)
+            a (d,) vector v. (To train v together with W, pass the problem to
+            `attsvm.train(..., train_v=True)`: the fitted v is then its initialization.)
         d: 1 … 50; below 50 the vectors are PCA-projected (module doc). None: 50, raw.
         limits: an `attsvm.limits.Limits` (default: the active mode's caps on text, n, T).
 
