@@ -79,20 +79,25 @@ def main(argv=None) -> int:
         finally:
             proc.terminate()
             proc.wait(timeout=30)
-        proc, base = first_look._server(hosted=True)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1800})
-            t0 = time.perf_counter()
-            page.goto(f"{base}/paper-figures", timeout=120_000)
-            page.wait_for_function(f"document.querySelectorAll('.vega-embed').length >= {seen}",
-                                   timeout=120_000)
-            print(f"restarted on the filled folder: {seen} charts "
-                  f"{time.perf_counter() - t0:.1f} s after opening the page")
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
+        _restarted(browser, seen)
         browser.close()
     return 0
+
+
+def _restarted(browser, seen: int) -> None:
+    """A new server on the filled folder: seconds until the page shows `seen` charts."""
+    proc, base = first_look._server(hosted=True)
+    try:
+        page = browser.new_page(viewport={"width": 1400, "height": 1800})
+        t0 = time.perf_counter()
+        page.goto(f"{base}/paper-figures", timeout=120_000)
+        page.wait_for_function(f"document.querySelectorAll('.vega-embed').length >= {seen}",
+                               timeout=120_000)
+        print(f"restarted on the filled folder: {seen} charts "
+              f"{time.perf_counter() - t0:.1f} s after opening the page")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 if __name__ == "__main__":
