@@ -71,48 +71,15 @@ def padded_batch(probs, inits, *, param: str, m: int):
     return stacked, params0
 
 
-def cpu_parts(B: int, devices=None):
-    """How `train_batch` deals B runs to the CPU cores: None (one program for the whole batch,
-    `place`) unless `devices` is the default and JAX sees several CPU devices
-    (`model.use_cpu_cores`); else [(lo, hi, device)], equal contiguous parts, one per device,
-    each its own program. A program sharded over CPU devices did every run on each (twice
-    the CPU time here); separate programs on threads take the CPU time of one."""
-    if devices is not None or jax.default_backend() != "cpu" or len(jax.devices()) < 2 or B < 2:
-        return None
-    devs = jax.devices()[:B]
-    size = -(-B // len(devs))
-    return [(lo, min(lo + size, B), dev) for lo, dev in zip(range(0, B, size), devs)]
-
-
-def populated_empty(shape, dtype) -> np.ndarray:
-    """An uninitialized array whose pages the kernel maps in one go (MAP_POPULATE, Linux):
-    filling a fresh 240 MB history page fault by page took 0.36–0.55 s of CPU here, 0.09 s
-    populated. np.empty elsewhere (or if the map fails)."""
-    import mmap
-
-    size = int(np.prod(shape)) * np.dtype(dtype).itemsize
-    flags = getattr(mmap, "MAP_POPULATE", 0)
-    if not flags or size < 2**20:
-        return np.empty(shape, dtype)
-    try:
-        buf = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | flags)
-    except (OSError, ValueError):
-        return np.empty(shape, dtype)
-    return np.frombuffer(buf, dtype=dtype).reshape(shape)
-
-
-def take(stacked: dict, params0, lo: int, hi: int, size: int):
-    """Runs lo … hi − 1 of a padded batch, the last one repeated up to `size` runs (every
-    part then has one shape: one program)."""
-    idx = np.minimum(np.arange(lo, lo + size), hi - 1)
-    return ({k: a[idx] for k, a in stacked.items()},
-            jax.tree_util.tree_map(lambda a: a[idx], params0))
-
-
 def place(stacked: dict, params0, devices=None):
-    """Spread the runs over `devices` (default: every device JAX sees, a GPU or several):
-    repeat the last run up to a multiple of the device count, then shard the run axis."""
-    devices = jax.devices() if devices is None else list(devices)
+    """Spread the runs over `devices` (default: every accelerator JAX sees, a GPU or several;
+    on CPU the first device: a program sharded over the CPU devices, one per core
+    (`model.use_cpu_cores`), did every run's work on each here, twice the CPU time, and
+    sweeps already deal their chunks to the cores): repeat the last run up to a multiple of
+    the device count, then shard the run axis."""
+    if devices is None:
+        devices = jax.devices()[:1] if jax.default_backend() == "cpu" else jax.devices()
+    devices = list(devices)
     nd = len(devices)
     B = len(next(iter(stacked.values())))
     Bp = -(-B // nd) * nd

@@ -9,13 +9,11 @@ the vanishing ridge ε(‖K‖_F² + ‖Q‖_F²), ε = `ridge` (docs/theory.md 
 from __future__ import annotations
 
 import math
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from . import limits, model
-from .batching import cpu_parts, padded_batch, place, populated_empty, take
+from .batching import padded_batch, place
 from .engine import simulate
 from .model import jax, jnp
 from .optimizers import DEFAULT_CENTRED, DEFAULT_EPS, KQ_OPTIMIZERS, MAX_P, MIN_P, OPTIMIZERS, Hyper
@@ -224,66 +222,24 @@ def train_batch(probs, *, param: str = "W", steps: int = 2000, lr: float = 0.1,
     check_float("saturation_tol", saturation_tol, 0.0, 1.0)
     m = cfg["m"]
     inits = _inits(probs, init, param=param, seed=seed, m=m)
-    recs, final, bad_at = _simulate(padded_batch(probs, inits, param=param, m=m), cfg,
-                                    head=p0.head, devices=devices)
+    data, params0 = place(*padded_batch(probs, inits, param=param, m=m), devices)
+    f64 = lambda x: jnp.asarray(x, jnp.float64)   # noqa: E731
+    hyper = Hyper(lr=f64(cfg["lr"]), p=f64(cfg["p"] or 2.0), eps=f64(cfg["eps"]),
+                  cap=f64(np.inf), gap=f64(0.0), max_step=f64(10.0 * cfg["lr"]))
+    recs, final, bad_at = simulate(
+        params0, data, hyper, f64(cfg["ridge"]), jnp.asarray(cfg["record_every"], jnp.int64),
+        rule=cfg["optimizer"], param=param, head=p0.head, loss=loss, centred=cfg["centred"],
+        n_records=steps // cfg["record_every"])
     settings = dict(cfg, seed=seed, saturation_tol=float(saturation_tol), n=p0.n, T=p0.T,
                     d=p0.d, head=p0.head, queries=p0.queries, attention=p0.attention, runs=B)
     return _unpad(p0, B, recs, final, bad_at, settings)
 
 
-def _simulate(batch, cfg: dict, *, head: str, devices):
-    """`engine.simulate` on a padded batch: one program (on `devices`), or equal parts on
-    the CPU cores, each on its own thread and device (`batching.cpu_parts`). Returns the
-    records run-major, (B, k, ...) numpy arrays, the final params and bad_at."""
-    f64 = lambda x: jnp.asarray(x, jnp.float64)   # noqa: E731
-    hyper = Hyper(lr=f64(cfg["lr"]), p=f64(cfg["p"] or 2.0), eps=f64(cfg["eps"]),
-                  cap=f64(np.inf), gap=f64(0.0), max_step=f64(10.0 * cfg["lr"]))
-
-    def run(stacked, params0, devs):
-        data, params0 = place(stacked, params0, devs)
-        return simulate(params0, data, hyper, f64(cfg["ridge"]),
-                        jnp.asarray(cfg["record_every"], jnp.int64), rule=cfg["optimizer"],
-                        param=cfg["param"], head=head, loss=cfg["loss"],
-                        centred=cfg["centred"], n_records=cfg["steps"] // cfg["record_every"])
-
-    B = len(batch[0]["X"])
-    parts = cpu_parts(B, devices)
-    if parts is None:
-        recs, final, bad_at = run(*batch, devices)
-        return tuple(np.moveaxis(np.asarray(a), 1, 0) for a in recs), final, bad_at
-    size = parts[0][1] - parts[0][0]
-    out, lock = [], threading.Lock()
-
-    def part(p):
-        """Run one part, then copy its records into `out` on this thread (copying a fully
-        recorded history costs about a quarter of the call: the parts' copies overlap)."""
-        lo, hi, dev = p
-        recs, final, bad_at = run(*take(*batch, lo, hi, size), [dev])
-        recs = [np.asarray(a) for a in recs]
-        with lock:
-            if not out:
-                out.extend(populated_empty((a.shape[0], B) + a.shape[2:], a.dtype)
-                           for a in recs)
-        for o, a in zip(out, recs, strict=True):
-            o[:, lo:hi] = a[:, :hi - lo]
-        return final, bad_at
-
-    with ThreadPoolExecutor(len(parts)) as pool:
-        done = list(pool.map(part, parts))
-    cut = [hi - lo for lo, hi, _ in parts]
-    final = jax.tree_util.tree_map(
-        lambda *fs: np.concatenate([np.asarray(f)[:c] for f, c in zip(fs, cut, strict=True)]),
-        *(f for f, _ in done))
-    bad_at = np.concatenate([np.asarray(b)[:c] for (_, b), c in zip(done, cut, strict=True)])
-    return tuple(np.moveaxis(o, 1, 0) for o in out), final, bad_at
-
-
 def _unpad(p0: Problem, B: int, recs, final, bad_at, settings: dict) -> Trajectory:
-    """The engine's padded output (records (B, k, ...), `_simulate`) as a batched
-    Trajectory of B real runs."""
+    """The engine's padded, record-major output as a batched Trajectory of B real runs."""
     n, T, d = p0.shape
     m = settings["m"]
-    Wr, S, L, G = (a[:B] for a in recs)                                   # (B, k, ...)
+    Wr, S, L, G = (np.moveaxis(np.asarray(a), 1, 0)[:B] for a in recs)   # (B, k, ...) views
     K_real = 1 if p0.queries == "single" else T
     W = Wr[:, :, :d, :d]
     S = S[:, :, :n, :K_real, :T]

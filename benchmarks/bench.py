@@ -8,8 +8,6 @@
    gradients. The loop is timed run by run on a subset of runs (all their steps); the
    median run times the number of runs stands for the full workload (every run costs the
    same: same sizes, same step count). Times are wall clock and this process's CPU time.
-   The default call spreads the batch over every CPU device (one per core: importing attsvm
-   exposes them) and is timed against one device in interleaved pairs.
    The default (exact, centred) gradient is timed against the authors' (plain autodiff,
    ‖∇L‖ + 2⁻⁵²) in interleaved pairs. Then where the engine's time goes: the same call
    recording every 10th step (the loop too), the GD arithmetic alone (two records), and
@@ -32,7 +30,6 @@ import numpy as np
 from attsvm import problems
 from attsvm.batching import bucket
 from attsvm.engine import compile_count
-from attsvm.model import jax
 from attsvm.optimizers import AUTHORS_GRADIENT, DEFAULT_EPS
 from attsvm.svm import solve_att_svm
 from attsvm.training import RIDGE_EPS, backend, default_init, train, train_batch
@@ -112,6 +109,7 @@ def records_only(B: int, k: int, d: int, n: int, T: int):
     softmax (n, T), loss, ‖∇‖ for B runs at k records — but does no GD: each record is the
     previous one plus 1. Its run time is what producing the output costs on this machine,
     a floor under any engine that returns the same history."""
+    from attsvm.model import jax
 
     @jax.jit
     def write(W0, s0):
@@ -149,13 +147,6 @@ def bench_gd(*, runs: int, steps: int, loop_runs: int, repeats: int) -> dict:
         authors()
         pairs = [(_timed(call)[1], _timed(authors)[1]) for _ in range(repeats)]
         exact_cost = statistics.median(a / b for a, b in pairs)
-        # every CPU core (the default: the batch in one part per device, `cpu_parts`)
-        # against one device, in interleaved pairs (wall clock)
-        one = lambda: train_batch(probs, param=param, steps=steps, lr=0.1,  # noqa: E731
-                                  devices=jax.devices()[:1])
-        one()
-        split = [(_timed(one)[0], _timed(call)[0]) for _ in range(repeats)]
-        spread = statistics.median(a / b for a, b in split)
         call(sparse), call(steps)                                   # compile the variants
         warm_sparse = _median_time(lambda: call(sparse), repeats)[0]
         warm_compute = _median_time(lambda: call(steps), repeats)[0]
@@ -187,15 +178,12 @@ def bench_gd(*, runs: int, steps: int, loop_runs: int, repeats: int) -> dict:
                           warm_all=warm_all, loop_subset=loop_subset, loop_full=loop_full,
                           loop_full_cpu=loop_full_cpu, agree=agree, warm_sparse=warm_sparse,
                           loop_sparse=loop_sparse, warm_compute=warm_compute, floor=floor,
-                          exact_cost=exact_cost, spread=spread,
+                          exact_cost=exact_cost,
                           floor_faults=faults)
         print(f"  {param:2s}  train_batch cold (trace + compile + run): {cold:6.3f} s wall, "
               f"{cold_cpu:6.3f} s CPU")
         print(f"      train_batch warm, median of {repeats}: {warm:6.3f} s wall "
               f"({', '.join(f'{x:.3f}' for x in warm_all)}), {warm_cpu:6.3f} s CPU")
-        print(f"      on {len(jax.devices())} CPU device(s) vs one: "
-              f"{spread:4.2f}× faster (median of {repeats} interleaved pairs; one device "
-              f"{statistics.median(a for a, _ in split):6.3f} s)")
         print(f"      the exact default gradient costs {exact_cost:4.2f}× the authors' "
               f"(CPU, median of {repeats} interleaved pairs; "
               f"{statistics.median(b for _, b in pairs):6.3f} s CPU with theirs)")
