@@ -129,15 +129,11 @@ def fill(args) -> int:
 
 
 def use_cpu_cores(n: int | None) -> None:
-    """Expose `n` CPU devices to JAX (default: one per core) so sweeps run on every core.
-    Only possible before JAX starts its backends; numbers do not depend on it (see
-    attsvm.experiments.core)."""
-    import jax
+    """Expose `n` CPU devices to JAX (default: one per core; `model.use_cpu_cores`, which
+    importing attsvm already did unless the user chose)."""
+    from .model import use_cpu_cores as expose
 
-    try:
-        jax.config.update("jax_num_cpu_devices", int(n or os.cpu_count() or 1))
-    except RuntimeError:  # a backend is already running (e.g. in tests): keep it
-        pass
+    expose(n)
 
 
 def add_cpu_devices_option(parser: argparse.ArgumentParser) -> None:

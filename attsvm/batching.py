@@ -72,9 +72,14 @@ def padded_batch(probs, inits, *, param: str, m: int):
 
 
 def place(stacked: dict, params0, devices=None):
-    """Spread the runs over `devices` (default: every device JAX sees, a GPU or several):
-    repeat the last run up to a multiple of the device count, then shard the run axis."""
-    devices = jax.devices() if devices is None else list(devices)
+    """Spread the runs over `devices` (default: every accelerator JAX sees, a GPU or several;
+    on CPU the first device: a program sharded over the CPU devices, one per core
+    (`model.use_cpu_cores`), did every run's work on each here, twice the CPU time, and
+    sweeps already deal their chunks to the cores): repeat the last run up to a multiple of
+    the device count, then shard the run axis."""
+    if devices is None:
+        devices = jax.devices()[:1] if jax.default_backend() == "cpu" else jax.devices()
+    devices = list(devices)
     nd = len(devices)
     B = len(next(iter(stacked.values())))
     Bp = -(-B // nd) * nd

@@ -10,11 +10,32 @@ With W = K Qᵀ for the (K, Q)-parameterization, whose objective adds the vanish
 """
 from __future__ import annotations
 
+import os
 from typing import NamedTuple
 
 import jax
 
 jax.config.update("jax_enable_x64", True)
+
+
+def use_cpu_cores(n: int | None = None) -> bool:
+    """Expose `n` CPU devices to JAX (default: one per core), so that a sweep's chunks run on
+    every core (`experiments.core.sweep`, one thread per device; its numbers do not depend
+    on the device count); JAX's CPU backend otherwise runs one program on one core. Only
+    possible before JAX starts its backends (False then, and nothing changes). Importing
+    attsvm calls it unless the user chose already: XLA_FLAGS names a host device count,
+    `jax_num_cpu_devices` is set, or this is a pytest-xdist worker (its sibling workers
+    hold the other cores)."""
+    try:
+        jax.config.update("jax_num_cpu_devices", int(n or os.cpu_count() or 1))
+    except RuntimeError:        # a backend is already running: keep it
+        return False
+    return True
+
+
+if ("xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "")
+        and jax.config.jax_num_cpu_devices < 1 and "PYTEST_XDIST_WORKER" not in os.environ):
+    use_cpu_cores()
 
 import jax.numpy as jnp  # noqa: E402
 

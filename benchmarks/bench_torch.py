@@ -2,15 +2,19 @@
 works (`python -m benchmarks.bench_torch`; a script, not a test; needs `pip install torch`).
 
 The workload is `benchmarks.bench`'s: the paper's local-convergence setting (docs/theory.md
-§4 E2), 100 runs × 2000 normalized-GD steps, n=6, T=8, d=10, linear head, logistic loss,
-η = 0.1, every step recorded (W, softmax, loss). The loop follows ../shared/PAPER.md §4
-("Common to all"): float64, W an `nn.Linear(d, d, bias=False)` (W = weight.T), the loss
-averaged over n, `torch.optim.SGD` stepping on the gradient divided by ‖∇L‖ + 2⁻⁵², one run
-at a time, each step's state copied out. It is timed run by run on a few runs and the median
-run stands for each of the 100 (every run costs the same). The engine is timed warm (median
-of repeats) with its exact default gradient and with the authors' gradient; both from the
-same data and initializations, and the loop's first 50 steps are checked against the
-engine's (authors' gradient) to rounding.
+§4 E2; arXiv 2308.16898 §6), 100 runs × 2000 normalized-GD steps, n=6, T=8, d=10, linear
+head, logistic loss, η = 0.1, every step recorded (W, softmax, loss), for W and for K Qᵀ
+(m = d). The loop follows docs/theory.md §4 ("Common to all"): float64, W an
+`nn.Linear(d, d, bias=False)` (W = weight.T), or K and Q two of them (W = K Qᵀ, with the
+engine's vanishing ridge ε(‖K‖² + ‖Q‖²), ε = 2⁻⁵², so that both minimize one objective),
+the loss averaged over n, `torch.optim.SGD` stepping on each parameter's gradient divided
+by its ‖·‖_F + 2⁻⁵², one run at a time, each step's state copied out. It is timed run by
+run on a few runs and the median run stands for each of the 100 (every run costs the
+same). The engine is timed cold (its first call in this process for that
+parameterization: tracing, compilation and the run) and warm (median of repeats), with
+its exact default gradient and with the authors' gradient, from the same data and
+initializations; the loop's first 50 steps are checked against the engine's (authors'
+gradient) to rounding. docs/performance.md says how to read the numbers.
 """
 from __future__ import annotations
 
@@ -21,11 +25,12 @@ import time
 import numpy as np
 
 from attsvm import problems
+from attsvm.engine import compile_count
 from attsvm.optimizers import AUTHORS_GRADIENT
-from attsvm.training import default_init, train_batch
+from attsvm.training import RIDGE_EPS, default_init, train_batch
 
 
-def torch_run(prob, W0, *, steps: int, lr: float = 0.1):
+def torch_run(prob, init, *, steps: int, lr: float = 0.1, param: str = "W"):
     """One run of normalized GD in the authors' style; returns W (k, d, d), s (k, n, T), L (k,)."""
     import torch
 
@@ -33,14 +38,16 @@ def torch_run(prob, W0, *, steps: int, lr: float = 0.1):
     X, Z = torch.tensor(prob.X, dtype=dt), torch.tensor(prob.Z, dtype=dt)
     Y, v = torch.tensor(prob.Y, dtype=dt), torch.tensor(prob.v, dtype=dt)
     d = prob.X.shape[2]
-    lin = torch.nn.Linear(d, d, bias=False, dtype=dt)
+    parts = (init,) if param == "W" else tuple(init)
+    lins = [torch.nn.Linear(d, np.asarray(a).shape[1], bias=False, dtype=dt) for a in parts]
     with torch.no_grad():
-        lin.weight.copy_(torch.tensor(np.asarray(W0).T, dtype=dt))
-    opt = torch.optim.SGD(lin.parameters(), lr=lr)
+        for lin, a in zip(lins, parts, strict=True):
+            lin.weight.copy_(torch.tensor(np.asarray(a).T, dtype=dt))
+    opt = torch.optim.SGD([w for lin in lins for w in lin.parameters()], lr=lr)
     h = X @ v
     Ws, S, L = [], [], []
     for k in range(steps + 1):
-        W = lin.weight.T
+        W = lins[0].weight.T if param == "W" else lins[0].weight.T @ lins[1].weight
         s = torch.softmax(torch.einsum("ntd,de,ne->nt", X, W, Z), dim=1)
         loss = torch.nn.functional.softplus(-Y * (s * h).sum(1)).mean()
         Ws.append(W.detach().clone())
@@ -49,12 +56,47 @@ def torch_run(prob, W0, *, steps: int, lr: float = 0.1):
         if k == steps:
             break
         opt.zero_grad()
+        if param == "KQ":
+            loss = loss + RIDGE_EPS * sum((lin.weight ** 2).sum() for lin in lins)
         loss.backward()
         with torch.no_grad():
-            g = lin.weight.grad
-            g /= g.norm() + 2.0 ** -52
+            for lin in lins:
+                g = lin.weight.grad
+                g /= g.norm() + 2.0 ** -52
         opt.step()
     return torch.stack(Ws).numpy(), torch.stack(S).numpy(), np.array(L)
+
+
+def _loop_time(probs, inits, param, *, steps, timed_runs):
+    """The torch loop's time for the whole workload: the median of `timed_runs` runs, each
+    timed alone, times the number of runs; and the runs' times."""
+    torch_run(probs[0], inits[0], steps=20, param=param)             # warm torch up
+    times = []
+    for b in range(min(timed_runs, len(probs))):
+        t = time.perf_counter()
+        torch_run(probs[b], inits[b], steps=steps, param=param)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * len(probs), times
+
+
+def _engine(probs, inits, param, *, steps, repeats, loop):
+    """Cold and warm engine calls, against the loop's time `loop`; prints one line each."""
+    for label, kw in (("exact default gradient", {}), ("authors' gradient", AUTHORS_GRADIENT)):
+        def call(kw=kw):
+            return train_batch(probs, param=param, steps=steps, lr=0.1, init=inits, **kw)
+        traces = compile_count()
+        t = time.perf_counter()
+        call()                                                       # cold: trace + compile
+        cold = time.perf_counter() - t
+        warm = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            call()
+            warm.append(time.perf_counter() - t)
+        w = statistics.median(warm)
+        print(f"  engine {param:2s}, {label}: cold {cold:.2f} s → {loop / cold:4.0f}×; warm "
+              f"{w:.3f} s (median of {repeats}: {', '.join(f'{x:.3f}' for x in warm)}) → "
+              f"{loop / w:4.0f}× the torch loop; programs compiled {compile_count() - traces}")
 
 
 def main(argv=None) -> None:
@@ -71,37 +113,26 @@ def main(argv=None) -> None:
         raise SystemExit("needs PyTorch: pip install torch") from None
     torch.set_num_threads(1)            # tiny tensors: threads only add overhead
     probs = [problems.random_problem(6, 8, 10, seed=s) for s in range(args.runs)]
-    inits = [default_init(p, "W", seed=0, index=b) for b, p in enumerate(probs)]
     print(f"benchmarks.bench_torch — torch {torch.__version__}; {args.runs} runs × "
           f"{args.steps} steps, n=6, T=8, d=10, every step recorded")
-
-    # the loop first: once JAX has run, its CPU thread pool would compete with torch
-    torch_run(probs[0], inits[0], steps=20)                          # warm torch up
-    times = []
-    for b in range(min(args.torch_runs, args.runs)):
-        t = time.perf_counter()
-        torch_run(probs[b], inits[b], steps=args.steps)
-        times.append(time.perf_counter() - t)
-    loop = statistics.median(times) * args.runs
-    W, _, _ = torch_run(probs[0], inits[0], steps=50)
-    ref = train_batch(probs[:1], steps=50, lr=0.1, init=inits[:1], **AUTHORS_GRADIENT)
-    agree = float(np.max(np.abs(W - ref.W[0])) / np.abs(W).max())
-    print(f"  torch loop: median run {statistics.median(times):.3f} s "
-          f"({', '.join(f'{x:.3f}' for x in times)}); × {args.runs} runs: {loop:.1f} s   "
-          f"(vs the engine, steps 0-50 of run 0: max rel diff {agree:.1e})")
-
-    for label, kw in (("exact default gradient", {}), ("authors' gradient", AUTHORS_GRADIENT)):
-        def call(kw=kw):
-            return train_batch(probs, steps=args.steps, lr=0.1, init=inits, **kw)
-        call()                                                       # compile
-        warm = []
-        for _ in range(args.repeats):
-            t = time.perf_counter()
-            call()
-            warm.append(time.perf_counter() - t)
-        w = statistics.median(warm)
-        print(f"  engine, {label}: warm {w:.3f} s (median of {args.repeats}) → "
-              f"{loop / w:5.0f}× the torch loop")
+    inits, loops, times = {}, {}, {}
+    # the loops first: once JAX has run, its CPU threads would compete with torch
+    for param in ("W", "KQ"):
+        inits[param] = [default_init(p, param, seed=0, index=b) for b, p in enumerate(probs)]
+        loops[param], times[param] = _loop_time(probs, inits[param], param, steps=args.steps,
+                                                timed_runs=args.torch_runs)
+    for param in ("W", "KQ"):
+        W, _, _ = torch_run(probs[0], inits[param][0], steps=50, param=param)
+        ref = train_batch(probs[:1], param=param, steps=50, lr=0.1, init=inits[param][:1],
+                          **AUTHORS_GRADIENT)
+        agree = float(np.max(np.abs(W - ref.W[0])) / np.abs(W).max())
+        print(f"  torch loop {param:2s}: median run {statistics.median(times[param]):.3f} s "
+              f"({', '.join(f'{x:.3f}' for x in times[param])}); × {args.runs} runs: "
+              f"{loops[param]:.1f} s   (vs the engine, steps 0-50 of run 0: max rel diff "
+              f"{agree:.1e})")
+    for param in ("W", "KQ"):
+        _engine(probs, inits[param], param, steps=args.steps, repeats=args.repeats,
+                loop=loops[param])
 
 
 if __name__ == "__main__":

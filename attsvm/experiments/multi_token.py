@@ -129,101 +129,127 @@ def _classify(s, select, mask):
     return "ok"
 
 
+def _candidates(s: Settings, d: int, first: int, count: int):
+    """Seeds first … first + count − 1 as problems: (candidates [(seed, problem)], the seeds
+    skipped because every label is +1)."""
+    cands, skipped = [], []
+    for seed in range(first, first + count):
+        p = random_problem(s.n, s.T, d, seed=seed, head="relu")
+        if np.all(p.Y > 0):
+            skipped.append(seed)
+        else:
+            cands.append((seed, p))
+    return cands, skipped
+
+
+def _judge(s: Settings, p, W, sf):
+    """The authors' acceptance of one finished run (its W records and final softmax sf):
+    (rejection kind or None, the accepted run's record or None)."""
+    kind = _classify(sf, s.select, s.mask)
+    if kind != "ok":
+        return kind, None
+    gen = generalized_svm(p, W[-1], sf, s.select)
+    one = fastsvm.least_norm_fro(constraint_rows(p, sf.argmax(-1))[0], p.d)
+    if gen is None or one is None:
+        return "infeasible", None
+    return None, dict(W=W, s=sf, gen=gen, one=one)
+
+
+def _round(s: Settings, d: int, first: int, want: int, accepted: list, tally: dict, msg):
+    """One round: seeds first … first + want − 1 trained in one sweep, judged in seed order
+    until `s.runs` are accepted. Returns the last seed whose outcome counts (the sweep stops
+    its remaining chunks once enough runs are accepted)."""
+    cands, skipped = _candidates(s, d, first, want)
+    last = first + want - 1
+    for idx, tr in sweep(
+        [p for _, p in cands],
+        param="W",
+        steps=s.steps,
+        lr=s.lr,
+        **AUTHORS_GRADIENT,  # the official code's loop: its numbers are the reference
+        seed=s.seed,
+        record_every=s.record_every,
+        indices=[c[0] for c in cands],
+        chunk=chunk_size(10**9),  # fixed chunk: numbers independent of batch rounds
+        progress=msg,
+    ):
+        for b, k in enumerate(idx):
+            seed, p = cands[k]
+            kind, acc = _judge(s, p, tr.W[b], tr.probs[b, -1])
+            if kind is not None:
+                tally[kind] += 1
+            else:
+                accepted.append(dict(acc, seed=seed))
+            if len(accepted) >= s.runs:
+                last = seed
+                break
+        if len(accepted) >= s.runs:
+            break
+    # count only the all-+1 seeds up to the last seed examined
+    tally["all_plus"] += sum(1 for sd in skipped if sd <= last)
+    return last
+
+
+def _accept(s: Settings, d: int, msg):
+    """The authors' acceptance loop at dimension d: rounds of candidate seeds, each sized by
+    the acceptance rate so far, until `s.runs` runs are accepted or `s.max_seeds` tried."""
+    accepted, tally = [], dict(all_plus=0, ambiguous=0, nothing_masked=0, infeasible=0)
+    C = chunk_size(10**9)
+    next_seed, tried, rate = s.first_seed, 0, 0.25
+    while len(accepted) < s.runs and tried < s.max_seeds:
+        n_ok = len(accepted)
+        want = int(min(s.max_seeds - tried, max(C, 1.1 * (s.runs - n_ok) / max(rate, 1e-3))))
+        want = min(s.max_seeds - tried, -(-want // C) * C)
+        last = _round(s, d, next_seed, want, accepted, tally,
+                      lambda f, t: msg(f, f"{t}; accepted {len(accepted)}/{s.runs}"))
+        seen = last - next_seed + 1
+        next_seed, tried = last + 1, tried + seen
+        rate = max(len(accepted) - n_ok, 1) / max(seen, 1)
+    return accepted, dict(d=d, seeds_tried=tried, accepted=len(accepted), **tally)
+
+
+def _run_frames(s: Settings, d: int, accepted: list):
+    """Per accepted run: its three 1 − corr curves (long DataFrames) and its scatter row."""
+    curves, scatter = [], []
+    steps = np.arange(0, s.steps + 1, s.record_every)
+    for r, acc in enumerate(accepted):
+        W_dir, W_fin, W_eq = acc["gen"]
+        sf = acc["s"]
+        masked = sf[sf <= s.select]
+        for key, target in (("svmeq", W_eq), ("dir", W_dir), ("one_token", acc["one"])):
+            c = correlation(acc["W"], target)
+            curves.append(
+                pd.DataFrame(dict(d=d, run=r, step=steps, target=key, one_minus_corr=1.0 - c))
+            )
+        scatter.append(
+            dict(
+                d=d,
+                run=r,
+                seed=acc["seed"],
+                max_masked_prob=float(masked.max()) if masked.size else np.nan,
+                one_minus_corr=float(1.0 - correlation(acc["W"][-1], W_eq)),
+                mean_selected=float((sf > s.select).sum(-1).mean()),
+                multi_token=bool(((sf > s.select).sum(-1) > 1).any()),
+            )
+        )
+    return curves, scatter
+
+
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
-    """The authors' acceptance loop: rounds of candidate seeds, a GD sweep, the softmax filter,
-    the SVMs of accepted runs. Long because the bookkeeping of which seeds count spans the
-    whole loop."""
+    """The authors' acceptance loop per d (`_accept`), then each accepted run's curves
+    against the three directions and the scatter of masked mass against the final gap."""
     curves, scatter, counts = [], [], []
-    C = chunk_size(10**9)  # fixed chunk: numbers independent of batch rounds
     for jd, d in enumerate(s.ds):
         base = jd / len(s.ds)
-        accepted, tally = [], dict(all_plus=0, ambiguous=0, nothing_masked=0, infeasible=0)
-        next_seed, tried, rate = s.first_seed, 0, 0.25
-        while len(accepted) < s.runs and tried < s.max_seeds:
-            need = s.runs - len(accepted)
-            want = int(min(s.max_seeds - tried, max(C, 1.1 * need / max(rate, 1e-3))))
-            want = min(s.max_seeds - tried, -(-want // C) * C)
-            cands = []
-            for seed in range(next_seed, next_seed + want):
-                p = random_problem(s.n, s.T, d, seed=seed, head="relu")
-                if np.all(p.Y > 0):
-                    tally["all_plus"] += 1
-                else:
-                    cands.append((seed, p))
-            cand_seeds = {c[0] for c in cands}
-            n_ok = len(accepted)
-            probs = [p for _, p in cands]
 
-            def msg(f, t, base=base, d=d, accepted=accepted):
-                progress(
-                    base + f / len(s.ds) * 0.9, f"d={d}: {t}; accepted {len(accepted)}/{s.runs}"
-                )
+        def msg(f, t, base=base, d=d):
+            progress(base + f / len(s.ds) * 0.9, f"d={d}: {t}")
 
-            last = next_seed - 1  # the last seed whose outcome counts
-            for idx, tr in sweep(
-                probs,
-                param="W",
-                steps=s.steps,
-                lr=s.lr,
-                **AUTHORS_GRADIENT,  # the official code's loop: its numbers are the reference
-                seed=s.seed,
-                record_every=s.record_every,
-                indices=[c[0] for c in cands],
-                chunk=C,
-                progress=msg,
-            ):
-                for b, k in enumerate(idx):
-                    seed, p = cands[k]
-                    if len(accepted) >= s.runs:
-                        break
-                    last = seed
-                    sf = tr.probs[b, -1]
-                    kind = _classify(sf, s.select, s.mask)
-                    if kind != "ok":
-                        tally[kind] += 1
-                        continue
-                    Wf = tr.W[b, -1]
-                    gen = generalized_svm(p, Wf, sf, s.select)
-                    alpha = sf.argmax(-1)
-                    one = fastsvm.least_norm_fro(constraint_rows(p, alpha)[0], d)
-                    if gen is None or one is None:
-                        tally["infeasible"] += 1
-                        continue
-                    accepted.append(dict(seed=seed, W=tr.W[b], s=sf, gen=gen, one=one))
-                if len(accepted) >= s.runs:
-                    break  # the sweep stops its remaining chunks
-            if len(accepted) < s.runs:  # the whole round was examined
-                last = next_seed + want - 1
-            # count only the seeds up to the last one examined (all-+1 seeds past it are not)
-            seen = last - next_seed + 1
-            tally["all_plus"] -= sum(
-                1 for sd in range(last + 1, next_seed + want) if sd not in cand_seeds
-            )
-            next_seed = last + 1
-            tried += seen
-            rate = max(len(accepted) - n_ok, 1) / max(seen, 1)
-        steps = np.arange(0, s.steps + 1, s.record_every)
-        for r, acc in enumerate(accepted):
-            W_dir, W_fin, W_eq = acc["gen"]
-            sf = acc["s"]
-            masked = sf[sf <= s.select]
-            for key, target in (("svmeq", W_eq), ("dir", W_dir), ("one_token", acc["one"])):
-                c = correlation(acc["W"], target)
-                curves.append(
-                    pd.DataFrame(dict(d=d, run=r, step=steps, target=key, one_minus_corr=1.0 - c))
-                )
-            scatter.append(
-                dict(
-                    d=d,
-                    run=r,
-                    seed=acc["seed"],
-                    max_masked_prob=float(masked.max()) if masked.size else np.nan,
-                    one_minus_corr=float(1.0 - correlation(acc["W"][-1], W_eq)),
-                    mean_selected=float((sf > s.select).sum(-1).mean()),
-                    multi_token=bool(((sf > s.select).sum(-1) > 1).any()),
-                )
-            )
-        counts.append(dict(d=d, seeds_tried=tried, accepted=len(accepted), **tally))
+        accepted, count = _accept(s, d, msg)
+        c, sc = _run_frames(s, d, accepted)
+        curves += c
+        scatter += sc
+        counts.append(count)
     long = (
         pd.concat(curves, ignore_index=True)
         if curves
