@@ -71,8 +71,7 @@ def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, pa
     rules inside the step loop cost the default rule 10–30 % here); hyper: its traced
     hyperparameters (lr, p, ε, the Polyak caps). `record_every` (and so `steps`) is traced,
     like `lr` and `ridge`, so a new step count with the same number of records reuses the
-    program. Long because the step, its overflow rollback and the record chunking are one
-    closure that jit traces as a unit.
+    program. The step and its overflow rollback are `_make_step`.
     """
     TRACES.tick()               # a Python side effect: runs at trace time only
 
@@ -87,37 +86,8 @@ def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, pa
                       head_kind=head, loss_kind=loss, centred=centred, scaled=scaled)
         obj = partial(model.joint_objective, objective=obj, data=data) if train_v else obj
         vg = jax.value_and_grad(obj, has_aux=True)
-        leaves = jax.tree_util.tree_leaves
         tmap = jax.tree_util.tree_map
-
-        def step(carry):
-            """One GD step from `params`; returns the record of the state it started from.
-
-            Overflow: if this state's objective or gradient is not finite, the update that
-            produced it (step k − 1) broke the run: go back to the previous state, record that
-            one, and stop there. If this state is fine but its update is not (or ‖·‖² of the
-            result overflows), stop here. Either way `bad_at` is the last good step.
-            """
-            (params, state), prev, prev_rec, bad_at, k = carry
-            (total, (L, s, W, logscale)), g = vg(params)
-            # ‖∇L‖ itself (0 once it underflows), not the scaled gradient's
-            gnorm = _tree_norm(g) * jnp.exp(logscale)
-            gap = (L if train_v     # L* = 0 once v is trained too (train_v: module doc)
-                   else loss_gap(W, data, loss) if rule == "polyak" and head == "linear"
-                   else jnp.zeros((), W.dtype))
-            new, state_new = RULES[rule].update(g, state, params, hyper._replace(gap=gap))
-            rec = (W, s, L, gnorm) + ((params[1],) if train_v else ())
-            here_ok = jnp.isfinite(total) & jnp.isfinite(gnorm)
-            next_ok = jnp.isfinite(sum(jnp.sum(a * a) for a in leaves(new)))
-            running = bad_at < 0
-            back = running & ~here_ok & (k > 0)
-            bad_at = jnp.where(running & ~here_ok, jnp.maximum(k - 1, 0),
-                               jnp.where(running & ~next_ok, k, bad_at))
-            rec_out = tmap(lambda a, b: jnp.where(back, a, b), prev_rec, rec)
-            nxt = tmap(lambda a, b, c: jnp.where(back, a, jnp.where(bad_at >= 0, b, c)),
-                       prev, params, new)
-            state = tmap(lambda b, c: jnp.where(bad_at >= 0, b, c), state, state_new)
-            return ((nxt, state), params, rec, bad_at, k + 1), rec_out
+        step = _make_step(vg, data, hyper, rule=rule, head=head, loss=loss, train_v=train_v)
 
         def chunk(carry, j):
             """record_every steps, recording the state the chunk starts from (the extra
@@ -145,3 +115,41 @@ def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, pa
     # Records come out record-major, (k, B, ...), as the scan writes them: a run-major layout
     # would cost XLA a transposing copy of the whole history (≈ 40% of a 2000-step call).
     return jax.vmap(one_run, out_axes=(1, 0, 0))(params0, data)
+
+
+def _make_step(vg, data: Data, hyper: Hyper, *, rule, head, loss, train_v):
+    """The engine's step for `vg` = value_and_grad of the objective (traced inside
+    `simulate`): carry ((params, state), previous params, previous record, bad_at, k)."""
+    leaves = jax.tree_util.tree_leaves
+    tmap = jax.tree_util.tree_map
+
+    def step(carry):
+        """One GD step from `params`; returns the record of the state it started from.
+
+        Overflow: if this state's objective or gradient is not finite, the update that
+        produced it (step k − 1) broke the run: go back to the previous state, record that
+        one, and stop there. If this state is fine but its update is not (or ‖·‖² of the
+        result overflows), stop here. Either way `bad_at` is the last good step.
+        """
+        (params, state), prev, prev_rec, bad_at, k = carry
+        (total, (L, s, W, logscale)), g = vg(params)
+        # ‖∇L‖ itself (0 once it underflows), not the scaled gradient's
+        gnorm = _tree_norm(g) * jnp.exp(logscale)
+        gap = (L if train_v     # L* = 0 once v is trained too (train_v: module doc)
+               else loss_gap(W, data, loss) if rule == "polyak" and head == "linear"
+               else jnp.zeros((), W.dtype))
+        new, state_new = RULES[rule].update(g, state, params, hyper._replace(gap=gap))
+        rec = (W, s, L, gnorm) + ((params[1],) if train_v else ())
+        here_ok = jnp.isfinite(total) & jnp.isfinite(gnorm)
+        next_ok = jnp.isfinite(sum(jnp.sum(a * a) for a in leaves(new)))
+        running = bad_at < 0
+        back = running & ~here_ok & (k > 0)
+        bad_at = jnp.where(running & ~here_ok, jnp.maximum(k - 1, 0),
+                           jnp.where(running & ~next_ok, k, bad_at))
+        rec_out = tmap(lambda a, b: jnp.where(back, a, b), prev_rec, rec)
+        nxt = tmap(lambda a, b, c: jnp.where(back, a, jnp.where(bad_at >= 0, b, c)),
+                   prev, params, new)
+        state = tmap(lambda b, c: jnp.where(bad_at >= 0, b, c), state, state_new)
+        return ((nxt, state), params, rec, bad_at, k + 1), rec_out
+
+    return step
