@@ -315,7 +315,9 @@ def _unit(a):
     return a / n if n > 0 else a
 
 
-def _corr(A, B) -> float:
+def cosine(A, B) -> float:
+    """⟨A, B⟩ / (‖A‖ ‖B‖) of two arrays of any shape (W's or v's); NaN where either is
+    missing (an infeasible SVM) or zero, so tables and curves keep a row for every run."""
     if A is None or B is None:
         return np.nan
     A, B = np.ravel(A), np.ravel(B)
@@ -364,8 +366,8 @@ def preset_study(name: str, *, p: float = 2.0, dtype: str = "float64",
                                            y=P[:, 1])))
         table.append(dict(run=label, W_z1=f"({_unit(Wz[-1])[0]:.4f}, {_unit(Wz[-1])[1]:.4f})",
                           v=f"({_unit(vs[-1])[0]:.4f}, {_unit(vs[-1])[1]:.4f})",
-                          corr_relaxed=_corr(Ws[-1], sv.W), corr_tight=_corr(Ws[-1], sv.W_tight),
-                          corr_v=_corr(vs[-1], sv.v), norm_W=float(np.linalg.norm(Ws[-1])),
+                          corr_relaxed=cosine(Ws[-1], sv.W), corr_tight=cosine(Ws[-1], sv.W_tight),
+                          corr_v=cosine(vs[-1], sv.v), norm_W=float(np.linalg.norm(Ws[-1])),
                           norm_v=float(np.linalg.norm(vs[-1]))))
     rays = []
     for svm, W in (("W^relax z₁", sv.W), ("W^tight z₁", sv.W_tight)):
@@ -407,10 +409,10 @@ def random_study(*, n: int, T: int, d: int, seed: int, runs: int, steps: int,
         sv = solve_joint_svm(prob, tr[i].alpha)
         Wb, rho = balanced_att_svm(prob, sv)
         Ws, vs = tr[i].W, tr[i].v
-        cs = {"corr(W, W^relax)": [_corr(W, sv.W) for W in Ws],
-              "corr(W, W^tight)": [_corr(W, sv.W_tight) for W in Ws],
-              "corr(W, W^bal)": [_corr(W, Wb) for W in Ws],
-              "corr(v, v^mm)": [_corr(v, sv.v) for v in vs]}
+        cs = {"corr(W, W^relax)": [cosine(W, sv.W) for W in Ws],
+              "corr(W, W^tight)": [cosine(W, sv.W_tight) for W in Ws],
+              "corr(W, W^bal)": [cosine(W, Wb) for W in Ws],
+              "corr(v, v^mm)": [cosine(v, sv.v) for v in vs]}
         for measure, c in cs.items():
             curves.append(pd.DataFrame(dict(step=tr.steps, instance=i, measure=measure,
                                             corr=c)))

@@ -182,3 +182,16 @@ def test_both_experiments_run_tiny_and_are_listed(capsys, tmp_path):
         experiments.settings("rank-staircase", alphas=())
     with pytest.raises(ValueError, match="`segments`"):
         experiments.settings("weight-decay", steps=1000, segments=3)
+
+
+def test_float_grids_are_sorted_distinct_and_refused_by_name():
+    # the one check behind every experiment's list of α, λ, p or thresholds
+    from attsvm.experiments import settings
+    from attsvm.experiments.core import check_float_grid
+    assert check_float_grid("g", [0.3, 1e-4, 0.3], 0.0, 1.0, lo_open=True) == (1e-4, 0.3)
+    for bad in ([], [0.0], [2.0], 5, ["x"]):
+        with pytest.raises(ValueError, match="`g`"):
+            check_float_grid("g", bad, 0.0, 1.0, lo_open=True)
+    assert settings("weight-decay", lambdas=(0.01, 0.0)).lambdas == (0.0, 0.01)
+    with pytest.raises(ValueError, match="`ps`"):
+        settings("lp-mirror-descent", ps=())

@@ -27,7 +27,7 @@ from .. import fastsvm
 from ..metrics import correlation
 from ..problems import check_float, check_int, random_problem, token_scores
 from ..training import train_batch
-from .core import Progress, Result, fmt, no_progress, settings_dict
+from .core import Progress, Result, check_float_grid, fmt, no_progress, settings_dict
 
 NAME = "adaptive-steps"
 TITLE = "Adaptive steps: NGD and Polyak reach W^mm far sooner than GD"
@@ -77,15 +77,8 @@ class Settings:
                              f"got {self.record_every}")
         for f in ("lr_gd", "lr_ngd", "lr_polyak"):
             check_float(f, getattr(self, f), 0.0, 1e4, lo_open=True)
-        try:
-            th = tuple(sorted({float(check_float("thresholds", x, 0.0, 0.999999, lo_open=True))
-                       for x in self.thresholds}))
-        except TypeError as exc:
-            raise ValueError(f"`thresholds` must be a list of numbers in (0, 1); "
-                             f"got {self.thresholds!r}") from exc
-        if not th:
-            raise ValueError(f"`thresholds` must be a non-empty list; got {self.thresholds!r}")
-        object.__setattr__(self, "thresholds", th)
+        object.__setattr__(self, "thresholds", check_float_grid(
+            "thresholds", self.thresholds, 0.0, 0.999999, lo_open=True))
         check_int("mass_step", self.mass_step, 0, 1_000_000)
         check_int("data_seed", self.data_seed, 0, 2**31)
 

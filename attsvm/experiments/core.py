@@ -95,6 +95,20 @@ def check_grid(name: str, values, lo: int, hi: int) -> tuple:
     return vals
 
 
+def check_float_grid(name: str, values, lo: float, hi: float, *, lo_open: bool = False) -> tuple:
+    """A non-empty tuple of distinct floats in [lo, hi] ((lo, hi] with lo_open), sorted."""
+    span = f"{'(' if lo_open else '['}{lo:g}, {hi:g}]"
+    try:
+        vals = tuple(sorted({float(check_float(name, v, lo, hi, lo_open=lo_open))
+                             for v in values}))
+    except TypeError as exc:
+        raise ValueError(f"`{name}` must be a list of numbers in {span}; got {values!r}") from exc
+    if not vals:
+        raise ValueError(f"`{name}` must be a non-empty list of numbers in {span}; "
+                         f"got {values!r}")
+    return vals
+
+
 # -- the device sweep ---------------------------------------------------------------------------
 def chunk_size(B: int) -> int:
     """Runs per compiled call: a function of the batch and platform only, never of the

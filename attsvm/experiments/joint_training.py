@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 
 from .. import optimizers as O
-from ..joint import balanced_att_svm, first_query_path, joint_problem, solve_joint_svm
+from ..joint import (balanced_att_svm, cosine, first_query_path, joint_problem,
+                     solve_joint_svm)
 from ..metrics import correlation
 from ..problems import check_float, check_int, random_problem
 from ..training import train, train_batch
@@ -82,14 +83,6 @@ class Settings:
         object.__setattr__(self, "toy_ps", ps)
 
 
-def _cos(a, b) -> float:
-    if a is None or b is None:
-        return np.nan
-    a, b = np.ravel(a), np.ravel(b)
-    den = np.linalg.norm(a) * np.linalg.norm(b)
-    return float(a @ b / den) if den > 0 else np.nan
-
-
 def preset_run(name: str, *, p: float | None = None, steps: int | None = None,
                record_every: int = 10):
     """One preset trained jointly as its authors did (exact float64 engine): (trajectory,
@@ -115,7 +108,7 @@ def _presets(s, progress) -> pd.DataFrame:
             support=" ".join(str(int(x)) for x in sv.support),
             corr_relaxed=correlation(tr.W[-1], sv.W) if sv.W is not None else np.nan,
             corr_tight=correlation(tr.W[-1], sv.W_tight) if sv.W_tight is not None else np.nan,
-            corr_v=_cos(tr.final_v, sv.v), W_dir_0=float(Wz[0] / np.linalg.norm(Wz)),
+            corr_v=cosine(tr.final_v, sv.v), W_dir_0=float(Wz[0] / np.linalg.norm(Wz)),
             W_dir_1=float(Wz[1] / np.linalg.norm(Wz)), norm_W=float(np.linalg.norm(tr.W[-1])),
             norm_v=float(np.linalg.norm(tr.final_v))))
         progress(0.05 + 0.25 * (j + 1) / len(jobs), f"preset {name}")
@@ -138,7 +131,7 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
         c = lambda B: correlation(W, B) if B is not None else np.nan   # noqa: E731
         rows.append(dict(instance=i, data_seed=s.data_seed + i,
                          alpha=" ".join(map(str, tr[i].alpha)), feasible=sv.feasible,
-                         support=int(sv.support.sum()), corr_v=_cos(v, sv.v),
+                         support=int(sv.support.sum()), corr_v=cosine(v, sv.v),
                          corr_relaxed=c(sv.W), corr_tight=c(sv.W_tight), corr_balanced=c(Wb),
                          rho=rho, norm_W=float(np.linalg.norm(W)),
                          norm_v=float(np.linalg.norm(v))))

@@ -34,7 +34,7 @@ from ..metrics import correlation
 from ..problems import check_float, check_int, random_problem, token_scores
 from ..svm import constraint_rows, matrix_norm, solve_att_svm
 from ..training import train_batch
-from .core import Progress, Result, fmt, no_progress, settings_dict
+from .core import Progress, Result, check_float_grid, fmt, no_progress, settings_dict
 
 NAME = "lp-mirror-descent"
 TITLE = "ℓp mirror descent: each p converges toward its own ℓp-AttSVM"
@@ -111,13 +111,7 @@ class Settings:
         check_int("T", self.T, 2, 16)
         check_int("d", self.d, 1, 16)
         check_int("runs", self.runs, 1, 500)
-        try:
-            ps = tuple(sorted({float(check_float("ps", p, O.MIN_P, 10.0)) for p in self.ps}))
-        except TypeError as exc:
-            raise ValueError(f"`ps` must be a list of numbers in [{O.MIN_P}, 10]; "
-                             f"got {self.ps!r}") from exc
-        if not ps:
-            raise ValueError(f"`ps` must be a non-empty list of numbers; got {self.ps!r}")
+        ps = check_float_grid("ps", self.ps, O.MIN_P, 10.0)
         object.__setattr__(self, "ps", ps)
         lrs = tuple(float(check_float("lrs", x, 0.0, 1e3, lo_open=True)) for x in self.lrs)
         if lrs and len(lrs) != len(ps):

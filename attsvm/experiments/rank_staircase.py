@@ -15,8 +15,9 @@ import numpy as np
 import pandas as pd
 
 from .. import staircase as sc
-from ..problems import check_choice, check_float, check_int, random_problem
-from .core import Progress, Result, check_settings, fmt, no_progress, settings_dict
+from ..problems import check_choice, check_int, random_problem
+from .core import (Progress, Result, check_float_grid, check_settings, fmt, no_progress,
+                   settings_dict)
 
 NAME = "rank-staircase"
 TITLE = "Rank from small init: ΔW = KQᵀ − K₀Q₀ᵀ gains rank one step at a time"
@@ -55,15 +56,8 @@ class Settings:
         check_settings(self, n=(1, 32), T=(2, 32), d=(1, 32), runs=(1, 500))
         check_choice("init_kind", self.init_kind, ("gaussian", "diagonal", "aligned"))
         check_int("ratio_step", self.ratio_step, 0, 1_000_000)   # the last record at or before it
-        try:
-            a = tuple(sorted({check_float("alphas", x, 0.0, 10.0, lo_open=True)
-                              for x in self.alphas}))
-        except TypeError as exc:
-            raise ValueError(f"`alphas` must be a list of numbers in (0, 10]; "
-                             f"got {self.alphas!r}") from exc
-        if not a:
-            raise ValueError(f"`alphas` must be a non-empty list; got {self.alphas!r}")
-        object.__setattr__(self, "alphas", a)
+        object.__setattr__(self, "alphas",
+                           check_float_grid("alphas", self.alphas, 0.0, 10.0, lo_open=True))
 
 
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:

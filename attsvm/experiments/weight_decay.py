@@ -16,7 +16,8 @@ import pandas as pd
 
 from .. import staircase as sc
 from ..problems import check_float, check_int, random_problem
-from .core import Progress, Result, check_settings, fmt, no_progress, settings_dict
+from .core import (Progress, Result, check_float_grid, check_settings, fmt, no_progress,
+                   settings_dict)
 
 NAME = "weight-decay"
 TITLE = "Weight decay = nuclear norm: (‖K‖² + ‖Q‖²)/2 → ‖KQᵀ‖_* at rate 2ηλ"
@@ -60,14 +61,7 @@ class Settings:
         if self.steps % self.segments:
             raise ValueError(f"`segments` must divide `steps` ({self.steps}); "
                              f"got {self.segments}")
-        try:
-            lam = tuple(sorted({check_float("lambdas", x, 0.0, 0.5) for x in self.lambdas}))
-        except TypeError as exc:
-            raise ValueError(f"`lambdas` must be a list of numbers in [0, 0.5]; "
-                             f"got {self.lambdas!r}") from exc
-        if not lam:
-            raise ValueError(f"`lambdas` must be a non-empty list; got {self.lambdas!r}")
-        object.__setattr__(self, "lambdas", lam)
+        object.__setattr__(self, "lambdas", check_float_grid("lambdas", self.lambdas, 0.0, 0.5))
         check_int("seed", self.seed, 0, 2**31)
 
 
