@@ -34,6 +34,10 @@ SHARED_KEYS = ("preset", "n", "T", "d", "seed", "attention", "head", "lam", "par
 # A page opts in with its URL path here.
 OWN_SETTINGS = frozenset({"next-token", "train-the-head", "real-words"})
 UNUSED_LABEL = "Problem and training: not used on this page (it has its own settings)"
+# Pages that read the sidebar's problem but train with their own controls: only the training
+# section is folded away there.
+OWN_TRAINING = frozenset({"small-init-rank"})
+UNUSED_TRAINING_LABEL = "Training: not used on this page (it has its own training controls)"
 
 
 def caps() -> dict:
@@ -59,7 +63,8 @@ def _nav(pages):
 def render(pages=(), *, page: str | None = None) -> tuple[ProblemSpec, TrainSpec]:
     """Draw the sidebar (page links, then the settings) and return the specs (also kept
     for `specs()`). `page`: the current page's URL path; on a page in OWN_SETTINGS the
-    settings are folded away under UNUSED_LABEL."""
+    settings are folded away under UNUSED_LABEL, on one in OWN_TRAINING the training
+    settings only, under UNUSED_TRAINING_LABEL."""
     with st.sidebar:
         if pages:
             nav = st.container()
@@ -67,7 +72,11 @@ def render(pages=(), *, page: str | None = None) -> tuple[ProblemSpec, TrainSpec
                if page in OWN_SETTINGS else st.container())
         with box:
             pspec = _problem_settings()
-            tspec = _training_settings()
+            train_box = (st.expander(UNUSED_TRAINING_LABEL, expanded=False,
+                                     icon=":material/visibility_off:")
+                         if page in OWN_TRAINING else st.container())
+            with train_box:
+                tspec = _training_settings()
         st.caption("Every setting is in the page URL: copy it to share this exact view.")
         if pages:
             with nav:           # after the widgets, so the links see this run's values

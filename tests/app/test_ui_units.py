@@ -149,3 +149,22 @@ def test_a_log_band_gives_vega_only_positive_values():
     assert rows[1]["lo"] == pytest.approx(1e-4) and rows[2]["lo"] == pytest.approx(1e-4)
     lin = band(df, x="step", y="mean", color="curve", title="t", y_title="y").to_dict()
     assert len(next(iter(lin["datasets"].values()))) == 4     # a linear axis keeps every row
+
+
+def _sidebar_of(page):
+    from streamlit.testing.v1 import AppTest
+
+    def script(page):
+        from ui import sidebar
+        sidebar.render(page=page)
+
+    at = AppTest.from_function(script, args=(page,), default_timeout=60).run()
+    assert not at.exception
+    return [e.proto.label for e in at.get("expander")]
+
+
+def test_the_sidebar_folds_away_only_what_a_page_does_not_use():
+    from ui import sidebar
+    assert _sidebar_of("small-init-rank") == [sidebar.UNUSED_TRAINING_LABEL]
+    assert _sidebar_of("next-token") == [sidebar.UNUSED_LABEL]
+    assert _sidebar_of("token-selection") == []
