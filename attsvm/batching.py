@@ -71,22 +71,45 @@ def padded_batch(probs, inits, *, param: str, m: int):
     return stacked, params0
 
 
+SPLIT_MIN = 16     # runs per part, at least, when a CPU batch is split over the cores
+
+
+def cpu_split(B: int, devices=None):
+    """The CPU devices `train_batch` splits B runs over (one block each, one program:
+    `engine.simulate_split`), or None: one program on one device. Only when `devices` is
+    None (sweeps pass one device per chunk), the backend is the CPU with several devices
+    (`model.use_cpu_cores`) and every block gets at least `SPLIT_MIN` runs. Measured on the
+    2-core machine (docs/performance.md): the W workload 0.46 → 0.30 s warm. The last bits
+    of a run then depend on the block size, as they depend on the batch size (XLA picks
+    its kernels by size)."""
+    if devices is not None or jax.default_backend() != "cpu":
+        return None
+    devs = jax.devices()
+    k = min(len(devs), B // SPLIT_MIN)
+    return None if k < 2 else devs[:k]
+
+
+def repeat_last(stacked: dict, params0, Bp: int):
+    """The batch with its last run repeated up to Bp runs."""
+    B = len(next(iter(stacked.values())))
+    if Bp == B:
+        return stacked, params0
+    rep = lambda a: np.concatenate([a, np.repeat(a[-1:], Bp - B, axis=0)])  # noqa: E731
+    return {k: rep(a) for k, a in stacked.items()}, jax.tree_util.tree_map(rep, params0)
+
+
 def place(stacked: dict, params0, devices=None):
     """Spread the runs over `devices` (default: every accelerator JAX sees, a GPU or several;
     on CPU the first device: a program sharded over the CPU devices, one per core
-    (`model.use_cpu_cores`), did every run's work on each here, twice the CPU time, and
-    sweeps already deal their chunks to the cores): repeat the last run up to a multiple of
-    the device count, then shard the run axis."""
+    (`model.use_cpu_cores`), did every run's work on each here, twice the CPU time; a CPU
+    batch is split by `cpu_split` instead): repeat the last run up to a multiple of the
+    device count, then shard the run axis."""
     if devices is None:
         devices = jax.devices()[:1] if jax.default_backend() == "cpu" else jax.devices()
     devices = list(devices)
     nd = len(devices)
     B = len(next(iter(stacked.values())))
-    Bp = -(-B // nd) * nd
-    if Bp != B:
-        rep = lambda a: np.concatenate([a, np.repeat(a[-1:], Bp - B, axis=0)])  # noqa: E731
-        stacked = {k: rep(a) for k, a in stacked.items()}
-        params0 = jax.tree_util.tree_map(rep, params0)
+    stacked, params0 = repeat_last(stacked, params0, -(-B // nd) * nd)
     data = Data(**stacked)
     if nd > 1:
         from jax.sharding import Mesh, NamedSharding, PartitionSpec

@@ -33,7 +33,7 @@ from . import model
 from .model import Data, jax, jnp
 from .optimizers import NORM_EPS, OPTIMIZERS, Hyper, _tree_norm, loss_gap, make_optimizer
 
-__all__ = ["NORM_EPS", "RULES", "TraceCounter", "compile_count", "simulate"]
+__all__ = ["NORM_EPS", "RULES", "TraceCounter", "compile_count", "simulate", "simulate_split"]
 RULES = {name: make_optimizer(name) for name in OPTIMIZERS}
 SCALE_FREE = ("ngd", "nmd", "sign", "spectral")   # steps that use only ∇L's direction
 
@@ -61,8 +61,10 @@ def compile_count() -> int:
 
 
 # -- the compiled engine ------------------------------------------------------------------
-@partial(jax.jit, static_argnames=("rule", "param", "head", "loss", "centred", "n_records",
-                                   "train_v"))
+_STATIC = ("rule", "param", "head", "loss", "centred", "n_records", "train_v")
+
+
+@partial(jax.jit, static_argnames=_STATIC)
 def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, param, head,
              loss, centred, n_records, train_v=False):
     """Batched GD. params0 and data carry a leading run axis; returns per-run records.
@@ -115,6 +117,22 @@ def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, pa
     # Records come out record-major, (k, B, ...), as the scan writes them: a run-major layout
     # would cost XLA a transposing copy of the whole history (≈ 40% of a 2000-step call).
     return jax.vmap(one_run, out_axes=(1, 0, 0))(params0, data)
+
+
+@partial(jax.jit, static_argnames=_STATIC + ("mesh",))
+def simulate_split(params0, data: Data, hyper: Hyper, ridge, record_every, *, mesh, **static):
+    """`simulate` with the run axis split over the devices of `mesh` (one axis, "runs"): one
+    program, compiled once, each device running `simulate` on its own block of runs
+    (`jax.shard_map`; the CPU client runs the blocks in parallel, one core each). Records
+    come out sharded on their run axis (axis 1), final params and bad_at on axis 0.
+    (`check_vma=False`: the scan's carry mixes per-block and replicated values; every output
+    is per-block by construction.) A sharded `simulate` without shard_map did every run's
+    work on each device here (docs/performance.md)."""
+    runs, rep = jax.sharding.PartitionSpec("runs"), jax.sharding.PartitionSpec()
+    body = partial(simulate, **static)
+    return jax.shard_map(body, mesh=mesh, in_specs=(runs, runs, rep, rep, rep),
+                         out_specs=(jax.sharding.PartitionSpec(None, "runs"), runs, runs),
+                         check_vma=False)(params0, data, hyper, ridge, record_every)
 
 
 def _make_step(vg, data: Data, hyper: Hyper, *, rule, head, loss, train_v):

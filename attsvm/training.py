@@ -13,12 +13,13 @@ docs/staircase.md).
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from . import limits, model
-from .batching import padded_batch, place
-from .engine import simulate
+from .batching import cpu_split, padded_batch, place, repeat_last
+from .engine import simulate, simulate_split
 from .model import jax, jnp
 from .optimizers import DEFAULT_CENTRED, DEFAULT_EPS, KQ_OPTIMIZERS, MAX_P, MIN_P, OPTIMIZERS, Hyper
 from .problems import Problem, check_choice, check_float, check_int, check_record_every
@@ -317,36 +318,70 @@ def train_batch(probs, *, param: str = "W", steps: int = 2000, lr: float = 0.1,
     inits = _inits(probs, init, param=param, seed=seed, m=m, init_scale=init_scale,
                    init_kind=init_kind, loss=cfg["loss"])
     train_v = _check_train_v(probs, train_v, cfg["optimizer"])
-    data, params0 = _placed(probs, inits, init_v, train_v=train_v, param=param, m=m,
-                            devices=devices)
-    recs, final, bad_at = _simulate(cfg, params0, data, head=p0.head, train_v=train_v)
+    stacked, params0 = _padded(probs, inits, init_v, train_v=train_v, param=param, m=m)
+    split = cpu_split(B, devices)
+    if split is None:
+        data, params0 = place(stacked, params0, devices)
+        recs, final, bad_at = _simulate(cfg, params0, data, head=p0.head, train_v=train_v)
+    else:
+        recs, final, bad_at = _simulate_parts(cfg, stacked, params0, split, head=p0.head,
+                                              train_v=train_v)
     settings = dict(cfg, train_v=train_v, seed=seed, init_scale=init_scale,
                     init_kind=init_kind, saturation_tol=float(saturation_tol), n=p0.n, T=p0.T,
                     d=p0.d, head=p0.head, queries=p0.queries, attention=p0.attention, runs=B)
     return _unpad(p0, B, recs, final, bad_at, settings)
 
 
-def _placed(probs, inits, init_v, *, train_v: bool, param: str, m: int, devices):
+def _padded(probs, inits, init_v, *, train_v: bool, param: str, m: int):
     """The padded batch and its starting parameters, (W or (K, Q)) or, with train_v,
-    ((W or (K, Q)), v), placed on the devices."""
+    ((W or (K, Q)), v)."""
     stacked, params0 = padded_batch(probs, inits, param=param, m=m)
     if train_v:
         params0 = (params0, _init_heads(probs, init_v, stacked["v"].shape[-1]))
     elif init_v is not None:
         raise ValueError(f"`init_v` must be None unless train_v=True; got {type(init_v).__name__}")
-    return place(stacked, params0, devices)
+    return stacked, params0
 
 
-def _simulate(cfg: dict, params0, data, *, head: str, train_v: bool):
-    """The engine's call for checked settings `cfg`: traced numbers, static structure."""
+def _simulate_parts(cfg: dict, stacked: dict, params0, devices, *, head: str, train_v: bool):
+    """`_simulate` split over CPU devices (`batching.cpu_split`): one program
+    (`engine.simulate_split`), each device running an equal block of runs (the last run
+    repeated to fill the last block). One thread per block then copies its records into one
+    history, so the cores share the copy too (240 MB for the benchmark's workload; copied by
+    one thread it cost 0.1–0.3 s more here, most of it page faults). Returns numpy records
+    (record-major), final params and bad_at, as `_simulate`'s arrays."""
+    B = len(stacked["X"])
+    stacked, params0 = repeat_last(stacked, params0, -(-B // len(devices)) * len(devices))
+    mesh = jax.sharding.Mesh(np.array(devices), ("runs",))
+    runs = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("runs"))
+    recs, final, bad_at = _simulate(cfg, jax.device_put(params0, runs),
+                                    jax.device_put(model.Data(**stacked), runs), head=head,
+                                    train_v=train_v, mesh=mesh)
+    out = [np.empty(a.shape, a.dtype) for a in recs]
+
+    def copy(j):
+        for o, a in zip(out, recs, strict=True):
+            shard = a.addressable_shards[j]
+            o[shard.index] = np.asarray(shard.data)
+
+    with ThreadPoolExecutor(len(devices)) as pool:
+        list(pool.map(copy, range(len(devices))))
+    return tuple(out), jax.tree_util.tree_map(np.asarray, final), np.asarray(bad_at)
+
+
+def _simulate(cfg: dict, params0, data, *, head: str, train_v: bool, mesh=None):
+    """The engine's call for checked settings `cfg`: traced numbers, static structure
+    (`engine.simulate`, or `engine.simulate_split` over `mesh`)."""
     f64 = lambda x: jnp.asarray(x, jnp.float64)   # noqa: E731
     hyper = Hyper(lr=f64(cfg["lr"]), p=f64(cfg["p"] or 2.0), eps=f64(cfg["eps"]),
                   cap=f64(np.inf), gap=f64(0.0), max_step=f64(10.0 * cfg["lr"]))
-    return simulate(
-        params0, data, hyper, f64(cfg["ridge"]), jnp.asarray(cfg["record_every"], jnp.int64),
-        rule=cfg["optimizer"], param=cfg["param"], head=head, loss=cfg["loss"],
-        centred=cfg["centred"], n_records=cfg["steps"] // cfg["record_every"],
-        train_v=train_v)
+    static = dict(rule=cfg["optimizer"], param=cfg["param"], head=head, loss=cfg["loss"],
+                  centred=cfg["centred"], n_records=cfg["steps"] // cfg["record_every"],
+                  train_v=train_v)
+    args = (params0, data, hyper, f64(cfg["ridge"]),
+            jnp.asarray(cfg["record_every"], jnp.int64))
+    return simulate(*args, **static) if mesh is None else simulate_split(*args, mesh=mesh,
+                                                                         **static)
 
 
 def _check_train_v(probs, train_v, optimizer: str) -> bool:

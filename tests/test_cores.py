@@ -1,6 +1,8 @@
 """Both CPU cores: importing attsvm exposes one CPU device per core unless the user chose
 (sweeps then deal their chunks to the cores; tests/test_experiments.py checks that the
-numbers do not depend on the device count), and a plain batch still runs on one."""
+numbers do not depend on the device count), and a plain batch is placed on one; a batch of
+`batching.SPLIT_MIN` runs per device or more is split over them (`engine.simulate_split`)
+and gives every run's numbers to rounding."""
 from __future__ import annotations
 
 import json
@@ -33,3 +35,40 @@ def test_importing_attsvm_exposes_a_device_per_core_except_in_xdist_workers():
     assert _run(COUNT) == dict(devices=os.cpu_count() or 1, batch_on=1)
     assert _run(COUNT, PYTEST_XDIST_WORKER="gw0")["devices"] == 1
     assert _run(COUNT, XLA_FLAGS="--xla_force_host_platform_device_count=3")["devices"] == 3
+
+
+SPLIT = """
+import json, numpy as np, jax, attsvm
+from attsvm.batching import cpu_split
+probs = [attsvm.random_problem(3, 4, 5, seed=s) for s in range(50)]
+out = dict(devices=len(jax.devices()), split=len(cpu_split(50) or []),
+           small=cpu_split(31) is None, given=cpu_split(50, jax.devices()[:1]) is None)
+big = probs[-1].with_(v=2000 * probs[-1].v)
+cases = dict(W=dict(param="W"), KQ=dict(param="KQ", m=3), v=dict(param="W", train_v=True),
+             gd=dict(param="W", normalized=False, lr=1.0, loss="exponential"))
+for name, kw in cases.items():
+    ps = probs[:-1] + [big] if name == "gd" else probs
+    a = attsvm.train_batch(ps, steps=60, record_every=3, **kw)
+    b = attsvm.train_batch(ps, steps=60, record_every=3, devices=jax.devices()[:1], **kw)
+    rel = lambda x, y: float(np.max(np.abs(x - y)) / max(np.max(np.abs(y)), 1e-300))
+    diffs = [rel(a.W, b.W), rel(a.probs, b.probs), rel(a.loss, b.loss),
+             rel(a.grad_norm, b.grad_norm)]
+    diffs += [rel(a.K, b.K), rel(a.Q, b.Q)] if name == "KQ" else []
+    diffs += [rel(a.v, b.v)] if name == "v" else []
+    out[name] = dict(diff=max(diffs), shape=list(a.W.shape) == list(b.W.shape),
+                     overflow=a.overflow_at.tolist() == b.overflow_at.tolist(),
+                     overflowed=int((a.overflow_at >= 0).sum()))
+print(json.dumps(out))
+"""
+
+
+def test_a_batch_split_over_three_devices_gives_each_run_to_rounding():
+    """50 runs on 3 devices: blocks of 17, the last padded; W, K Qᵀ, a trained head and an
+    overflowing plain-GD run against the same batch in one program on one device (31 runs:
+    one block each would be under SPLIT_MIN; devices given: never split)."""
+    res = _run(SPLIT, XLA_FLAGS="--xla_force_host_platform_device_count=3")
+    assert (res["devices"], res["split"], res["small"], res["given"]) == (3, 3, True, True)
+    for name in ("W", "KQ", "v", "gd"):
+        assert res[name]["shape"] and res[name]["overflow"], (name, res[name])
+        assert res[name]["diff"] < 1e-10, (name, res[name])
+    assert res["gd"]["overflowed"] >= 1
