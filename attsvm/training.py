@@ -319,13 +319,7 @@ def train_batch(probs, *, param: str = "W", steps: int = 2000, lr: float = 0.1,
                    init_kind=init_kind, loss=cfg["loss"])
     train_v = _check_train_v(probs, train_v, cfg["optimizer"])
     stacked, params0 = _padded(probs, inits, init_v, train_v=train_v, param=param, m=m)
-    split = cpu_split(B, devices)
-    if split is None:
-        data, params0 = place(stacked, params0, devices)
-        recs, final, bad_at = _simulate(cfg, params0, data, head=p0.head, train_v=train_v)
-    else:
-        recs, final, bad_at = _simulate_parts(cfg, stacked, params0, split, head=p0.head,
-                                              train_v=train_v)
+    recs, final, bad_at = _run(cfg, stacked, params0, devices, head=p0.head, train_v=train_v)
     settings = dict(cfg, train_v=train_v, seed=seed, init_scale=init_scale,
                     init_kind=init_kind, saturation_tol=float(saturation_tol), n=p0.n, T=p0.T,
                     d=p0.d, head=p0.head, queries=p0.queries, attention=p0.attention, runs=B)
@@ -341,6 +335,16 @@ def _padded(probs, inits, init_v, *, train_v: bool, param: str, m: int):
     elif init_v is not None:
         raise ValueError(f"`init_v` must be None unless train_v=True; got {type(init_v).__name__}")
     return stacked, params0
+
+
+def _run(cfg: dict, stacked: dict, params0, devices, *, head: str, train_v: bool):
+    """The padded batch through the engine: placed on `devices` (`batching.place`), or
+    split over the CPU devices (`batching.cpu_split`, `_simulate_parts`)."""
+    split = cpu_split(len(stacked["X"]), devices)
+    if split is not None:
+        return _simulate_parts(cfg, stacked, params0, split, head=head, train_v=train_v)
+    data, params0 = place(stacked, params0, devices)
+    return _simulate(cfg, params0, data, head=head, train_v=train_v)
 
 
 def _simulate_parts(cfg: dict, stacked: dict, params0, devices, *, head: str, train_v: bool):

@@ -27,7 +27,9 @@ from ..training import default_init, train_batch
 from ..trajectory import Trajectory
 
 Progress = Callable[[float, str], None]
-CPU_CHUNK = 256  # runs per compiled call on CPU (fits the caches; measured best)
+CPU_CHUNK = 128  # runs per compiled call on CPU, at most: 128 beat 256 by 1.2–1.7× for the
+# multi-token shapes (n=3, T=4, d=8, 10) and 64–150 were within 10 % for n=6, T=8, d ≤ 10 on
+# the AVX-512 machine (microseconds per run-step; docs/performance.md)
 ACCEL_CHUNK = 8192  # … on a GPU/TPU
 
 
@@ -113,12 +115,15 @@ def check_float_grid(name: str, values, lo: float, hi: float, *, lo_open: bool =
 def chunk_size(B: int) -> int:
     """Runs per compiled call: a function of the batch and platform only, never of the
     device count (ATTSVM_CHUNK overrides the cap, e.g. to test many chunks on several
-    devices). Batches of 128 runs or more make at least two chunks, so two cores share them."""
+    devices). Batches of 128 runs or more make an even number of equal chunks, at least two,
+    so that two cores share them evenly (300 runs: 4 × 75, not 256 + 44 padded to 256)."""
     cap = CPU_CHUNK if jax.default_backend() == "cpu" else ACCEL_CHUNK
     cap = int(os.environ.get("ATTSVM_CHUNK", cap))
-    if B >= 128:
-        cap = min(cap, -(-B // 2))
-    return max(1, min(cap, B))
+    if B < 128:
+        return max(1, min(cap, B))
+    n = -(-B // cap)
+    n += n % 2
+    return -(-B // n)
 
 
 def sweep(
