@@ -49,4 +49,6 @@ RUN ATTSVM_MODE=local python -m attsvm fill all followups
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s \
   CMD python -c "import urllib.request as u; u.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4)"
-CMD ["streamlit", "run", "app.py", "--server.address=0.0.0.0", "--server.port=8501"]
+# `python -m ui.serve` is `streamlit run app.py` with JAX, cvxpy and the library imported
+# before the server listens, so the first visitor does not wait for them (ui/serve.py).
+CMD ["python", "-m", "ui.serve", "--server.address=0.0.0.0", "--server.port=8501"]

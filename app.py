@@ -53,6 +53,7 @@ tour.banner(by_file)
 note = st.sidebar.empty()                  # the "ignored link parameters" note, if any
 hosted.show_refused(note, page=page.url_path)
 try:
-    page.run()
+    with results.page_running():           # the background filler waits meanwhile
+        page.run()
 finally:
     hosted.report_ignored_params(link, page=page.url_path, box=note)

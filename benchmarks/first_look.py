@@ -50,12 +50,15 @@ def _port() -> int:
         return s.getsockname()[1]
 
 
-def _server(hosted: bool):
+def _server(hosted: bool, preload: bool = False):
+    """A server on a free port; `preload`: started as the Dockerfile starts it
+    (`python -m ui.serve`: imports done before it listens) instead of `streamlit run`."""
     port = _port()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env["ATTSVM_MODE"] = "hosted" if hosted else "local"
+    start = ["-m", "ui.serve"] if preload else ["-m", "streamlit", "run", "app.py"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+        [sys.executable, *start, "--server.headless", "true",
          "--server.port", str(port), "--server.address", "127.0.0.1",
          "--browser.gatherUsageStats", "false"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

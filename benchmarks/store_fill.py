@@ -37,7 +37,11 @@ def main(argv=None) -> int:
     ap.add_argument("--store", default=None, help="store folder (default: a new empty one)")
     ap.add_argument("--page", default="geometry-2d", help="in-app page to time meanwhile")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for all")
+    ap.add_argument("--plain", action="store_true",
+                    help="start with `streamlit run app.py` instead of the Dockerfile's "
+                         "`python -m ui.serve` (imports before listening)")
     args = ap.parse_args(argv)
+    preload = not args.plain
     from playwright.sync_api import sync_playwright
 
     root = args.store or tempfile.mkdtemp(prefix="attsvm-results-")
@@ -47,8 +51,11 @@ def main(argv=None) -> int:
     print(f"store {root}: {n_paper} paper + {n_all - n_paper} follow-up experiments")
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=first_look.CHROMIUM, args=first_look.ARGS)
-        proc, base = first_look._server(hosted=True)
+        t_start = time.perf_counter()
+        proc, base = first_look._server(hosted=True, preload=preload)
         t_server = time.perf_counter()
+        print(f"server ({'python -m ui.serve' if preload else 'streamlit run'}) answered "
+              f"{t_server - t_start:.1f} s after its start")
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1800})
             t0 = time.perf_counter()
@@ -79,14 +86,14 @@ def main(argv=None) -> int:
         finally:
             proc.terminate()
             proc.wait(timeout=30)
-        _restarted(browser, seen)
+        _restarted(browser, seen, preload)
         browser.close()
     return 0
 
 
-def _restarted(browser, seen: int) -> None:
+def _restarted(browser, seen: int, preload: bool) -> None:
     """A new server on the filled folder: seconds until the page shows `seen` charts."""
-    proc, base = first_look._server(hosted=True)
+    proc, base = first_look._server(hosted=True, preload=preload)
     try:
         page = browser.new_page(viewport={"width": 1400, "height": 1800})
         t0 = time.perf_counter()

@@ -257,3 +257,54 @@ def test_an_unwritable_store_stops_the_filler_with_a_message(root):
     said = []
     assert store.fill(NAMES, say=said.append) == []
     assert "cannot write" in said[-1] and store.load("svm-rank") is None
+
+
+def _proc_state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_a_paused_filler_is_suspended_until_resumed_and_stops_when_asked(root, monkeypatch):
+    """`Filler.pause`: SIGSTOP / SIGCONT of the filler process (the server pauses it while a
+    visitor's page runs); `stop` ends a suspended filler too."""
+    monkeypatch.setenv(store.SETTINGS_ENV, json.dumps(
+        {**TINY, "svm-rank": {**TINY["svm-rank"], "runs": 400, "max_draws": 4000}}))
+    monkeypatch.setenv("ATTSVM_FILL", "svm-rank")
+    f = store.Filler(root)
+    try:
+        assert f.running and f.pid
+        f.pause(True)
+        deadline = time.time() + 10
+        while _proc_state(f.pid) != "T" and time.time() < deadline:
+            time.sleep(0.05)
+        assert _proc_state(f.pid) == "T"
+        f.pause(False)
+        time.sleep(0.2)
+        assert _proc_state(f.pid) != "T"
+        f.pause(True)
+    finally:
+        f.stop()
+    assert not f.running
+
+
+def test_the_server_pauses_its_filler_while_any_page_runs():
+    """ui.results: the filler waits from the first visitor's script run to the end of the
+    last one, however they nest."""
+    from ui import results
+
+    class Fake:
+        calls: list = []
+        running = True
+
+        def pause(self, paused):
+            self.calls.append(paused)
+
+    srv = results._Server()
+    srv.filler = Fake()
+    with srv.page():
+        with srv.page():
+            assert Fake.calls == [True]
+        assert Fake.calls == [True]
+    assert Fake.calls == [True, False]
+    with pytest.raises(RuntimeError), srv.page():
+        raise RuntimeError("a page failed")
+    assert Fake.calls == [True, False, True, False] and srv.pages == 0

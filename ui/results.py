@@ -3,6 +3,7 @@ server process, shared by every session and charged to none, and each stored ent
 and checked once per version of it."""
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from pathlib import Path
@@ -19,6 +20,22 @@ class _Server:
 
     def __init__(self):
         self.lock, self.filler, self.started = threading.Lock(), None, -RESTART_S
+        self.pages = 0          # visitors' script runs in progress (`page_running`)
+
+    @contextlib.contextmanager
+    def page(self):
+        """While any visitor's page runs, the filler is suspended (`store.Filler.pause`)."""
+        with self.lock:
+            self.pages += 1
+            if self.pages == 1 and self.filler is not None:
+                self.filler.pause(True)
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.pages -= 1
+                if self.pages == 0 and self.filler is not None:
+                    self.filler.pause(False)
 
     def ensure(self, needed) -> None:
         with self.lock:
@@ -29,6 +46,8 @@ class _Server:
             if self.filler is not None and not needed():
                 return
             self.filler, self.started = store.Filler(store.folder()), time.monotonic()
+            if self.pages:
+                self.filler.pause(True)
 
     @property
     def running(self) -> bool:
@@ -46,6 +65,13 @@ def start_filler() -> None:
     if store.fill_enabled():
         _server().ensure(lambda: any(entry(n) is None and store.state(n).kind != "failed"
                                      for n in store.fill_names()))
+
+
+def page_running():
+    """A context for one script run of a visitor's page: the server's filler waits while any
+    runs, so visitors have every core (the filler's work is charged to no visitor, and not
+    to their waiting either)."""
+    return _server().page()
 
 
 def filling() -> bool:

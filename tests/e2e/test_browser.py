@@ -59,8 +59,10 @@ def _free_port() -> int:
 @contextmanager
 def streamlit_server(*, mode: str | None = None, log_name: str = "e2e-server.log",
                      args: tuple = ()):
-    """`streamlit run app.py` on a free local port (ATTSVM_MODE=`mode`, or unset); yields
-    (base URL, process) once its health check answers, and stops it afterwards."""
+    """`streamlit run app.py` on a free local port (ATTSVM_MODE=`mode`, or unset; a hosted
+    server starts as the Dockerfile starts it, `python -m ui.serve`, its imports done before
+    it listens); yields (base URL, process) once its health check answers, and stops it
+    afterwards."""
     if not Path(CHROMIUM).exists():
         _unavailable(f"{CHROMIUM} not found (apt-get install chromium)")
     try:
@@ -74,8 +76,9 @@ def streamlit_server(*, mode: str | None = None, log_name: str = "e2e-server.log
         env["ATTSVM_MODE"] = mode
     _mkdirs()
     log = open(ROOT / "artifacts" / log_name, "w")
+    start = ["-m", "ui.serve"] if mode == "hosted" else ["-m", "streamlit", "run", "app.py"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+        [sys.executable, *start, "--server.headless", "true",
          "--server.port", str(port), "--server.address", "127.0.0.1",
          "--browser.gatherUsageStats", "false", *args],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
