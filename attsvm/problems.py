@@ -380,6 +380,16 @@ def random_problem(n: int = 6, T: int = 8, d: int = 10, seed: int = 0, attention
                    name=f"random(n={n}, T={T}, d={d}, seed={seed})")
 
 
+def random_labels(n: int, T: int, d: int, seed: int, *, queries: str = "single") -> np.ndarray:
+    """The labels Y of `random_problem(n, T, d, seed, queries=queries)` without the rest:
+    the same generator, the draws before Y (v, X, Z: standard normals, one stream) taken in
+    one call and discarded. Ten times cheaper than the problem (multi-token skips the seeds
+    whose labels are all +1 before it draws them)."""
+    rng = np.random.default_rng(check_int("seed", seed, 0, 2**63 - 1))
+    rng.standard_normal(d + n * T * d + (n * d if queries == "single" else n * T * d))
+    return rng.choice([-1.0, 1.0], size=(n,) if queries == "single" else (n, T))
+
+
 # -- the paper's 2-D instances ------------------------------------------------------------
 # geometry-1: visualization1.ipynb (torch.Generator().manual_seed(1); v, X, Z in that order),
 # regenerated here with torch 2.13 in float64 to full precision (docs/theory.md §4 E1).

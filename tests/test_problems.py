@@ -118,3 +118,13 @@ def test_check_alpha_accepts_integral_floats_and_rejects_masked_tokens():
     bad[0, 0] = 2                      # query 0 may only attend to token 0
     with pytest.raises(ValueError, match="`alpha`.*causal"):
         check_alpha(causal, bad)
+
+
+@pytest.mark.parametrize("queries", ["single", "sequence"])
+def test_random_labels_are_the_labels_random_problem_draws(queries):
+    """multi-token skips all-+1 seeds by `random_labels` before drawing the problems."""
+    for seed in range(60):
+        for n, T, d in ((3, 4, 4), (3, 4, 10), (1, 2, 1), (6, 8, 7)):
+            want = attsvm.random_problem(n, T, d, seed=seed, head="relu", queries=queries).Y
+            np.testing.assert_array_equal(
+                attsvm.problems.random_labels(n, T, d, seed, queries=queries), want)

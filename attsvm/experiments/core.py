@@ -148,17 +148,19 @@ def sweep(
     C = chunk or chunk_size(B)
     m = train_kw.get("m")
     indices = range(B) if indices is None else indices
-    inits = [
-        default_init(p, param, seed=seed, m=m, index=int(i))
-        for p, i in zip(probs, indices, strict=True)
-    ]
+    if len(indices) != B:
+        raise ValueError(f"`indices` must have one entry per problem ({B}); got {len(indices)}")
     starts = list(range(0, B, C))
     devices = jax.devices()
 
     def job(k):
+        """Chunk k on its device, in a worker thread: its problems are read (a lazy sequence
+        draws them here) and its inits drawn here too, while the other cores run GD."""
         lo = starts[k]
         hi = min(lo + C, B)
-        ps, ins = list(probs[lo:hi]), list(inits[lo:hi])
+        ps = list(probs[lo:hi])
+        ins = [default_init(p, param, seed=seed, m=m, index=int(i))
+               for p, i in zip(ps, indices[lo:hi], strict=True)]
         pad = C - len(ps)  # same shape for every chunk: one compile
         ps += [ps[-1]] * pad
         ins += [ins[-1]] * pad
