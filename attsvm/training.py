@@ -279,8 +279,10 @@ def train_batch(probs, *, param: str = "W", steps: int = 2000, lr: float = 0.1,
         saturation_tol: threshold of `Trajectory.saturated_at`; None: where a run with
             these gradient settings stops (`trajectory.saturation_tol_for`: 1e-300 for the
             exact default, 1e-13 for the authors' gradient).
-        devices: the JAX devices to spread the runs over (default: all of them). One device
-            runs the whole batch there (sweeps deal fixed-size chunks to devices this way).
+        devices: the JAX devices to spread the runs over (default: every accelerator; on
+            the CPU, a batch of 32 runs or more is split into one block per CPU device, one
+            per core: `batching.cpu_split`). One device runs the whole batch there (sweeps
+            deal fixed-size chunks to devices this way).
         optimizer: the update rule, one of `optimizers.OPTIMIZERS` ("gd", "ngd", "polyak",
             "md", "nmd", "sign", "spectral"; for "KQ" gd/ngd/polyak/sign); default "ngd"
             ("gd" when normalized=False). Traced: switching rules does not recompile.
