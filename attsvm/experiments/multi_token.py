@@ -228,18 +228,16 @@ def _accept(s: Settings, d: int, msg):
 
 
 def _run_frames(s: Settings, d: int, accepted: list):
-    """Per accepted run: its three 1 − corr curves (long DataFrames) and its scatter row."""
-    curves, scatter = [], []
+    """Per accepted run: its three 1 − corr curves (one long DataFrame for all of them, in
+    run, target, step order) and its scatter row."""
     steps = np.arange(0, s.steps + 1, s.record_every)
+    gaps, scatter = [], []
     for r, acc in enumerate(accepted):
         W_dir, W_fin, W_eq = acc["gen"]
         sf = acc["s"]
         masked = sf[sf <= s.select]
-        for key, target in (("svmeq", W_eq), ("dir", W_dir), ("one_token", acc["one"])):
-            c = correlation(acc["W"], target)
-            curves.append(
-                pd.DataFrame(dict(d=d, run=r, step=steps, target=key, one_minus_corr=1.0 - c))
-            )
+        for target in (W_eq, W_dir, acc["one"]):
+            gaps.append(1.0 - correlation(acc["W"], target))
         scatter.append(
             dict(
                 d=d,
@@ -251,7 +249,17 @@ def _run_frames(s: Settings, d: int, accepted: list):
                 multi_token=bool(((sf > s.select).sum(-1) > 1).any()),
             )
         )
-    return curves, scatter
+    if not accepted:
+        return [], scatter
+    k, curves = len(steps), len(gaps)
+    long = pd.DataFrame(dict(
+        d=np.full(curves * k, d),
+        run=np.repeat(np.arange(len(accepted)), len(TARGETS) * k),
+        step=np.tile(steps, curves),
+        target=np.tile(np.repeat(np.array(list(TARGETS), dtype=object), k), len(accepted)),
+        one_minus_corr=np.concatenate(gaps),
+    ))
+    return [long], scatter
 
 
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
