@@ -593,7 +593,7 @@ class Filler:
         if self.pid is not None and self.running:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGTERM)
-            os.kill(self.pid, signal.SIGCONT)       # a suspended filler takes SIGTERM now
+                os.kill(self.pid, signal.SIGCONT)   # a suspended filler takes SIGTERM now
         self.thread.join(30)
 
 

@@ -25,9 +25,10 @@ from .. import optimizers as O
 from ..joint import (balanced_att_svm, cosine, first_query_path, joint_problem,
                      solve_joint_svm)
 from ..metrics import correlation
-from ..problems import check_float, check_int, random_problem
+from ..problems import random_problem
 from ..training import train, train_batch
-from .core import Progress, Result, fmt, no_progress, settings_dict
+from .core import (Progress, Result, check_float_grid, check_settings, fmt, no_progress,
+                   settings_dict)
 
 NAME = "joint-training"
 TITLE = ("Train the head too: v reaches its SVM; W the relaxed Att-SVM on the presets, "
@@ -68,18 +69,8 @@ class Settings:
     toy_ps: tuple = (1.75, 2.0, 3.0)
 
     def __post_init__(self):
-        check_int("n", self.n, 2, 16)
-        check_int("T", self.T, 2, 8)
-        check_int("d", self.d, 2, 16)
-        check_int("runs", self.runs, 1, 500)
-        check_int("steps", self.steps, 10, 100_000)
-        check_float("lr", self.lr, 0.0, 10.0, lo_open=True)
-        check_int("data_seed", self.data_seed, 0, 2**31)
-        try:
-            ps = tuple(float(check_float("toy_ps", p, O.MIN_P, 10.0)) for p in self.toy_ps)
-        except TypeError as exc:
-            raise ValueError(f"`toy_ps` must be a list of numbers in [{O.MIN_P}, 10]; "
-                             f"got {self.toy_ps!r}") from exc
+        check_settings(self, n=(2, 16), T=(2, 8), d=(2, 16), runs=(1, 500), steps=(10, 100_000))
+        ps = check_float_grid("toy_ps", self.toy_ps, O.MIN_P, 10.0)
         object.__setattr__(self, "toy_ps", ps)
 
 

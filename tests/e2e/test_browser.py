@@ -173,6 +173,18 @@ def _open(browser, url: str):
     return page
 
 
+@contextmanager
+def clean_page(browser, url: str, name: str, *, charts: bool = True):
+    """`url` in a new tab, settled (its charts drawn) and free of error boxes; closed after."""
+    page = _open(browser, url)
+    try:
+        _settle(page, charts=charts)
+        _check_clean(page, name)
+        yield page
+    finally:
+        page.close()
+
+
 @pytest.mark.parametrize("path", list(PAGES))
 def test_every_page_renders_without_errors(server, browser, path):
     name = PAGES[path]

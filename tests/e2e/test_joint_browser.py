@@ -4,21 +4,17 @@ authors' loop side by side, with no error box, and names the non-support sequenc
 from __future__ import annotations
 
 import pytest
-from test_browser import SHOTS, _check_clean, _open, _settle, browser, server  # noqa: F401
+from test_browser import SHOTS, browser, clean_page, server  # noqa: F401
 
 pytestmark = pytest.mark.browser
 
 
 def test_joint_page_renders_both_runs(server, browser):  # noqa: F811
-    page = _open(browser, f"{server}/train-the-head?jt_steps=500&jt_dtype=float32")
-    try:
-        _settle(page, charts=True)
-        _check_clean(page, "joint")
+    with clean_page(browser, f"{server}/train-the-head?jt_steps=500&jt_dtype=float32",
+                    "joint") as page:
         body = page.inner_text("body")
         assert "Train the head too" in body
         assert "not support: [3]" in body
         assert "float32, authors' loop" in body and "float64, exact (attsvm)" in body
         assert page.locator(".vega-embed").count() >= 2
         page.screenshot(path=str(SHOTS / "joint.png"), full_page=True)
-    finally:
-        page.close()

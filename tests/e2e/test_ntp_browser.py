@@ -4,7 +4,8 @@ sequence in the text area merges an SCC and says so."""
 from __future__ import annotations
 
 import pytest
-from test_browser import PAGE_TIMEOUT_MS, SHOTS, _check_clean, _open, _settle, browser, server  # noqa: F401
+from test_browser import (  # noqa: F401
+    PAGE_TIMEOUT_MS, SHOTS, _check_clean, _settle, browser, clean_page, server)
 from test_links import _view
 
 LAST = '[data-testid="stDownloadButton"]'   # the page's last element: the run has finished
@@ -15,10 +16,8 @@ AUTHORS_0 = "1 2 5 4 : 1\n5 0 1 2 : 5\n4 5 3 1 : 5\n3 5 0 2 : 3\n3 1 0 4 : 1\n5 
 
 def test_ntp_page_renders_and_reports_a_merge(server, browser):  # noqa: F811
     from urllib.parse import quote
-    page = _open(browser, f"{server}/next-token?ntp_steps=400&ntp_seqs={quote(AUTHORS_0)}")
-    try:
-        _settle(page, charts=True)
-        _check_clean(page, "ntp")
+    url = f"{server}/next-token?ntp_steps=400&ntp_seqs={quote(AUTHORS_0)}"
+    with clean_page(browser, url, "ntp") as page:
         body = page.inner_text("body")
         assert "Graph-SVM: optimal" in body and "After 400 steps" in body
         assert page.locator(".vega-embed").count() >= 5
@@ -32,8 +31,6 @@ def test_ntp_page_renders_and_reports_a_merge(server, browser):  # noqa: F811
         assert "merged {0} and {5} into {0, 5}" in page.inner_text("body").replace(
             "merged {5} and {0}", "merged {0} and {5}")
         page.screenshot(path=str(SHOTS / "ntp.png"), full_page=True)
-    finally:
-        page.close()
 
 
 def test_a_copied_link_shows_the_same_numbers(server, browser):  # noqa: F811

@@ -4,16 +4,15 @@ and switching to normalized GD reruns it cleanly."""
 from __future__ import annotations
 
 import pytest
-from test_browser import PAGE_TIMEOUT_MS, SHOTS, _check_clean, _open, _settle, browser, server  # noqa: F401
+from test_browser import (  # noqa: F401
+    PAGE_TIMEOUT_MS, SHOTS, _check_clean, _settle, browser, clean_page, server)
 
 pytestmark = pytest.mark.browser
 
 
 def test_small_init_page_renders_and_switches_to_normalized_gd(server, browser):  # noqa: F811
-    page = _open(browser, f"{server}/small-init-rank?stair_steps=1000&stair_lambda=0.01")
-    try:
-        _settle(page, charts=True)
-        _check_clean(page, "small-init-rank")
+    url = f"{server}/small-init-rank?stair_steps=1000&stair_lambda=0.01"
+    with clean_page(browser, url, "small-init-rank") as page:
         body = page.inner_text("body")
         assert "Selection reached" in body and "Take-off steps" in body
         assert "predicted rate 2ηλ" in body
@@ -25,5 +24,3 @@ def test_small_init_page_renders_and_switches_to_normalized_gd(server, browser):
         _check_clean(page, "small-init-rank-ngd")
         assert "Selection reached" in page.inner_text("body")
         page.screenshot(path=str(SHOTS / "small-init-rank.png"), full_page=True)
-    finally:
-        page.close()

@@ -6,17 +6,15 @@ from urllib.parse import quote
 
 import pytest
 from test_browser import (  # noqa: F401
-    PAGE_TIMEOUT_MS, SHOTS, _check_clean, _open, _settle, browser, server)
+    PAGE_TIMEOUT_MS, SHOTS, _check_clean, browser, clean_page, server)
 
 pytestmark = pytest.mark.browser
 HOSTILE = "+ the movie was <img src=x id=pwn onerror=alert(1)> **great**\n- the food was awful"
 
 
 def test_words_page_renders_and_typed_html_stays_text(server, browser):  # noqa: F811
-    page = _open(browser, f"{server}/real-words?words_n=8&words_steps=500")
-    try:
-        _settle(page, charts=True)
-        _check_clean(page, "words")
+    with clean_page(browser, f"{server}/real-words?words_n=8&words_steps=500",
+                    "words") as page:
         body = page.inner_text("body")
         assert "GD's selection is" in body and "Fewer dimensions" in body
         assert page.locator(".vega-embed").count() >= 5
@@ -25,14 +23,8 @@ def test_words_page_renders_and_typed_html_stays_text(server, browser):  # noqa:
         page.wait_for_function("document.body.innerText.includes('of 500 — done')",
                                timeout=PAGE_TIMEOUT_MS)
         _check_clean(page, "words-live")
-    finally:
-        page.close()
-    page = _open(browser, f"{server}/real-words?words_src={quote('my own')}&words_steps=500"
-                          f"&words_text={quote(HOSTILE)}")
-    try:
-        _settle(page, charts=True)
-        _check_clean(page, "words-typed")
+    typed = (f"{server}/real-words?words_src={quote('my own')}&words_steps=500"
+             f"&words_text={quote(HOSTILE)}")
+    with clean_page(browser, typed, "words-typed") as page:
         assert page.locator("#pwn").count() == 0            # no element made from the text
         assert "GD's selection is" in page.inner_text("body")
-    finally:
-        page.close()
