@@ -71,6 +71,41 @@ def padded_batch(probs, inits, *, param: str, m: int):
     return stacked, params0
 
 
+def span_basis(stacked: dict, W0: np.ndarray):
+    """The span form of W-parameterized GD, for a padded batch and its starting W0 (B, d, d).
+
+    Every gradient of L(W) is ∇L = Σ_ikt (∂L/∂a_ikt) x_it z_ikᵀ (the logits a_ikt = x_itᵀ W
+    z_ik carry all of W's influence: arXiv 2308.16898 eq. (1)), so GD along ∇L (plain,
+    normalized, Polyak) keeps W − W0 in span{x_it z_ikᵀ}. With A (n·K·T, d²) the rows
+    vec(x_it z_ikᵀ) and A = U S Vᵀ (thin SVD, singular values below numpy's rank tolerance
+    dropped: their rows below are 0), W = W0 + Σ_j e_j V_j and
+        a = a0 + Rᵀe,   ∂L/∂e = R ∂L/∂a = Vᵀ∇L,   ‖∂L/∂e‖ = ‖∇L‖_F     (R = S Uᵀ),
+    the same steps in p = min(d², n·K·T) numbers instead of d² (`model.logits`).
+    Returns R (B, p, n·K·T), a0 (B, n, K, T) and V (B, p, d²)."""
+    X, Qz = stacked["X"], stacked["Q"]
+    B, n, T, d = X.shape
+    K = Qz.shape[2]
+    A = np.einsum("bitd,bike->biktde", X, Qz).reshape(B, n * K * T, d * d)
+    U, S, Vt = np.linalg.svd(A, full_matrices=False)
+    keep = S > S[:, :1] * max(A.shape[1:]) * np.finfo(np.float64).eps
+    S = np.where(keep, S, 0.0)
+    R = S[:, :, None] * np.swapaxes(U, 1, 2)
+    Vt = np.where(keep[:, :, None], Vt, 0.0)
+    a0 = np.einsum("bitd,bde,bike->bikt", X, W0, Qz)
+    return R, a0, Vt
+
+
+def span_pays(n: int, K: int, T: int, d: int, record_every: int) -> bool:
+    """Whether the span form (`span_basis`) is the faster program for these padded sizes: it
+    must shrink W (p = min(d², n·K·T) < d²), and its step's p·n·K·T multiply-adds each way,
+    plus d²·p to rebuild each recorded W, must stay within 1.2× the plain form's
+    n·K·d² + n·K·T·d. The factor is fitted to this machine's timings (docs/performance.md:
+    n = 3, T = 4 from d = 6 on; n = 6, T = 8 from d = 16 on)."""
+    p = min(d * d, n * K * T)
+    span = p * n * K * T + d * d * p / record_every
+    return p < d * d and span <= 1.2 * (n * K * d * d + n * K * T * d)
+
+
 SPLIT_MIN = 16     # runs per part, at least, when a CPU batch is split over the cores
 
 

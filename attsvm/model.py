@@ -53,11 +53,19 @@ class Data(NamedTuple):
     v: jnp.ndarray      # (d,) head vector (linear, quadratic)
     V: jnp.ndarray      # (d, d) relu head's first layer
     lam: jnp.ndarray    # () quadratic head's λ
+    # the span form (`batching.span_basis`): W = W0 + Σ_j e_j B_j over an orthonormal basis
+    # B of span{x_it z_ikᵀ}; GD then runs on e and the logits are a0 + Rᵀe
+    R: jnp.ndarray | None = None     # (p, n·K·T) coordinates of the x_it z_ikᵀ in B
+    a0: jnp.ndarray | None = None    # (n, K, T) the logits of W0
 
 
 def logits(W, data: Data):
-    """a_ikt = x_itᵀ W z_ik, with -inf where the mask forbids: (n, K, T)."""
-    a = jnp.einsum("ntd,de,nke->nkt", data.X, W, data.Q)
+    """a_ikt = x_itᵀ W z_ik, with -inf where the mask forbids: (n, K, T). In the span form
+    (data.R set) W is the coordinate vector e (p,) and a = a0 + Rᵀe, the same logits."""
+    if data.R is None:
+        a = jnp.einsum("ntd,de,nke->nkt", data.X, W, data.Q)
+    else:
+        a = data.a0 + (W @ data.R).reshape(data.a0.shape)
     return jnp.where(data.mask, a, -jnp.inf)
 
 

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from . import limits, model
-from .batching import cpu_split, padded_batch, place, repeat_last
+from .batching import cpu_split, padded_batch, place, repeat_last, span_basis, span_pays
 from .engine import simulate, simulate_split
 from .model import jax, jnp
 from .optimizers import DEFAULT_CENTRED, DEFAULT_EPS, KQ_OPTIMIZERS, MAX_P, MIN_P, OPTIMIZERS, Hyper
@@ -321,7 +321,10 @@ def train_batch(probs, *, param: str = "W", steps: int = 2000, lr: float = 0.1,
                    init_kind=init_kind, loss=cfg["loss"])
     train_v = _check_train_v(probs, train_v, cfg["optimizer"])
     stacked, params0 = _padded(probs, inits, init_v, train_v=train_v, param=param, m=m)
+    stacked, params0, span = _span_form(cfg, stacked, params0, train_v=train_v)
     recs, final, bad_at = _run(cfg, stacked, params0, devices, head=p0.head, train_v=train_v)
+    if span is not None:
+        recs, final = _from_span(span, recs, final, B, train_v=train_v)
     settings = dict(cfg, train_v=train_v, seed=seed, init_scale=init_scale,
                     init_kind=init_kind, saturation_tol=float(saturation_tol), n=p0.n, T=p0.T,
                     d=p0.d, head=p0.head, queries=p0.queries, attention=p0.attention, runs=B)
@@ -337,6 +340,41 @@ def _padded(probs, inits, init_v, *, train_v: bool, param: str, m: int):
     elif init_v is not None:
         raise ValueError(f"`init_v` must be None unless train_v=True; got {type(init_v).__name__}")
     return stacked, params0
+
+
+SPAN_RULES = ("gd", "ngd", "polyak")   # steps along ∇L itself: W − W0 stays in the span
+SPAN = "auto"       # "auto" (`batching.span_pays`), "always" (where it applies) or "never"
+
+
+def _span_form(cfg: dict, stacked: dict, params0, *, train_v: bool):
+    """The batch in the span form (`batching.span_basis`) when it applies (the W
+    parameterization, a rule of `SPAN_RULES`) and pays: (stacked with R and a0, params0 with
+    W replaced by its coordinates e = 0, (V, W0) to map records back), else unchanged and
+    None. The same GD in exact arithmetic; tests/test_span.py holds it to the plain form."""
+    W0 = params0[0] if train_v else params0
+    if cfg["param"] != "W" or cfg["optimizer"] not in SPAN_RULES or SPAN == "never":
+        return stacked, params0, None
+    B, n, K, T = stacked["mask"].shape
+    if SPAN == "auto" and not span_pays(n, K, T, W0.shape[-1], cfg["record_every"]):
+        return stacked, params0, None
+    R, a0, V = span_basis(stacked, W0)
+    e0 = np.zeros((B, V.shape[1]))
+    return dict(stacked, R=R, a0=a0), ((e0, params0[1]) if train_v else e0), (V, W0)
+
+
+def _from_span(span, recs, final, B: int, *, train_v: bool):
+    """The span form's records and final params with W = W0 + Σ_j e_j V_j again."""
+    V, W0 = span
+    d = W0.shape[-1]
+
+    def to_W(e):                                   # e (B, k, p) → W (B, k, d, d)
+        return (e @ V + W0.reshape(len(W0), 1, d * d)).reshape(len(W0), -1, d, d)
+
+    e_recs = np.moveaxis(np.asarray(recs[0]), 1, 0)[:B]
+    W_recs = np.moveaxis(to_W(e_recs), 0, 1)       # record-major view, as the engine's
+    ef = np.asarray(final[0] if train_v else final)[:B]
+    Wf = to_W(ef[:, None])[:, 0]
+    return (W_recs, *recs[1:]), ((Wf, final[1]) if train_v else Wf)
 
 
 def _run(cfg: dict, stacked: dict, params0, devices, *, head: str, train_v: bool):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import attsvm
-from attsvm.problems import check_alpha
+from attsvm.problems import Problem, check_alpha, random_problem
 
 
 @pytest.mark.parametrize("attention", ["cross", "self"])
@@ -128,3 +128,27 @@ def test_random_labels_are_the_labels_random_problem_draws(queries):
             want = attsvm.random_problem(n, T, d, seed=seed, head="relu", queries=queries).Y
             np.testing.assert_array_equal(
                 attsvm.problems.random_labels(n, T, d, seed, queries=queries), want)
+
+
+@pytest.mark.parametrize("kw", [dict(head="relu"), dict(head="linear"),
+                                dict(head="quadratic", lam=0.3), dict(attention="self"),
+                                dict(queries="causal", attention="self"),
+                                dict(queries="sequence")])
+def test_random_problem_skips_no_check_the_constructor_would_make(kw):
+    """random_problem builds its Problem without re-validating its own draws
+    (`Problem._trusted`): every field equals, in value, dtype and read-only flag, what the
+    checked constructor makes of the same arrays."""
+    a = random_problem(3, 4, 5, seed=11, **kw)
+    b = Problem(**{f: getattr(a, f) for f in ("X", "Y", "Z", "v", "head", "V", "lam",
+                                               "query_index", "queries", "lengths", "name")})
+    for f in ("X", "Y", "Z", "v", "V", "lengths"):
+        x, y = getattr(a, f), getattr(b, f)
+        assert (x is None) == (y is None)
+        if x is not None:
+            np.testing.assert_array_equal(x, y)
+            assert x.dtype == y.dtype and not x.flags.writeable
+    assert (a.lam, a.query_index, a.head, a.queries) == (b.lam, b.query_index, b.head,
+                                                         b.queries)
+    assert type(a.lam) is type(b.lam)
+    with pytest.raises(TypeError, match="unknown Problem fields"):
+        Problem._trusted(X=a.X, Y=a.Y, colour="red")
