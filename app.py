@@ -44,6 +44,9 @@ pages = list(by_file.values())
 page = st.navigation(pages, position="hidden")
 
 from ui import hosted, results, sidebar, tour  # noqa: E402  (imports JAX)
+from attsvm.model import use_compile_cache  # noqa: E402
+
+use_compile_cache()                        # compiled programs outlive the server process
 
 hosted.load_secrets_mode()
 results.start_filler()                     # the Reproduce page's results (attsvm.store)

@@ -130,10 +130,12 @@ def fill(args) -> int:
 
 def use_cpu_cores(n: int | None) -> None:
     """Expose `n` CPU devices to JAX (default: one per core; `model.use_cpu_cores`, which
-    importing attsvm already did unless the user chose)."""
-    from .model import use_cpu_cores as expose
+    importing attsvm already did unless the user chose), and keep compiled programs on disk
+    for the next command (`model.use_compile_cache`)."""
+    from .model import use_compile_cache, use_cpu_cores as expose
 
     expose(n)
+    use_compile_cache()
 
 
 def add_cpu_devices_option(parser: argparse.ArgumentParser) -> None:

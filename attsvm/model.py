@@ -33,6 +33,43 @@ def use_cpu_cores(n: int | None = None) -> bool:
     return True
 
 
+COMPILE_CACHE_MB = 512
+
+
+def compile_cache_dir() -> str | None:
+    """Where `use_compile_cache` keeps compiled programs: `ATTSVM_XLA_CACHE` ("off" for
+    none), else $XDG_CACHE_HOME/attsvm/xla (else ~/.cache/attsvm/xla)."""
+    chosen = os.environ.get("ATTSVM_XLA_CACHE", "").strip()
+    if chosen.lower() in ("off", "0", "none", "false"):
+        return None
+    if chosen:
+        return chosen
+    home = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.join(
+        os.path.expanduser("~"), ".cache")
+    return os.path.join(home, "attsvm", "xla")
+
+
+def use_compile_cache(path: str | None = None) -> str | None:
+    """Keep every compiled XLA program on disk (JAX's persistent compilation cache, at most
+    `COMPILE_CACHE_MB`, least recently used evicted, file-locked across processes), so a new
+    process reuses the programs an earlier one compiled: a second `reproduce all` skipped
+    15 s of its 96 here (docs/performance.md). The CLI and the app call it; a program's
+    numbers do not depend on where it was compiled. path: the folder (default
+    `compile_cache_dir()`; None there: off). Returns the folder used, or None."""
+    path = path or compile_cache_dir()
+    if path is None:
+        return None
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError:         # a read-only home: compile as before
+        return None
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    jax.config.update("jax_compilation_cache_max_size", COMPILE_CACHE_MB * 2**20)
+    return path
+
+
 if ("xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "")
         and jax.config.jax_num_cpu_devices < 1 and "PYTEST_XDIST_WORKER" not in os.environ):
     use_cpu_cores()

@@ -14,6 +14,8 @@ from pathlib import Path
 # background unless the test asks (tests/test_store.py, tests/app/test_reproduce_store.py).
 os.environ["ATTSVM_RESULTS"] = tempfile.mkdtemp(prefix="attsvm-test-results-")
 os.environ["ATTSVM_FILL"] = "0"
+# nor the user's compilation cache: the CLIs and servers they start share one of their own
+os.environ.setdefault("ATTSVM_XLA_CACHE", tempfile.mkdtemp(prefix="attsvm-test-xla-"))
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402

@@ -91,3 +91,38 @@ def test_module_entry_point_lists_experiments():
         timeout=120,
     )
     assert out.returncode == 0 and "multi-token" in out.stdout
+
+
+def _reproduce(out: Path, **env_changes) -> subprocess.CompletedProcess:
+    import os
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **env_changes)
+    env = {k: v for k, v in env.items() if v is not None}
+    return subprocess.run([sys.executable, "-m", "attsvm", "reproduce", "geometry-1",
+                           "--no-chart", "--no-store", "--quiet", "--steps", "300",
+                           "--out", str(out)],
+                          env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
+
+
+def _entries(folder: Path) -> list:
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith("-cache"))
+
+
+def test_the_cli_keeps_compiled_programs_for_the_next_command(tmp_path):
+    """The first command fills the compilation cache (default: the user cache folder), the
+    second finds every program there (no new entry) and writes the same files, byte for
+    byte; ATTSVM_XLA_CACHE=off keeps none."""
+    home = dict(ATTSVM_XLA_CACHE=None, XDG_CACHE_HOME=str(tmp_path / "home"))
+    cache = tmp_path / "home" / "attsvm" / "xla"
+    first = _reproduce(tmp_path / "a", **home)
+    assert first.returncode == 0, first.stderr[-2000:]
+    entries = _entries(cache)
+    assert any(e.startswith("jit_simulate") for e in entries)
+    second = _reproduce(tmp_path / "b", **home)
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert _entries(cache) == entries
+    for f in (tmp_path / "a" / "geometry-1").iterdir():
+        if f.suffix == ".csv":
+            assert f.read_bytes() == (tmp_path / "b" / "geometry-1" / f.name).read_bytes(), f
+    off = _reproduce(tmp_path / "c", ATTSVM_XLA_CACHE="off", XDG_CACHE_HOME=str(tmp_path / "h2"))
+    assert off.returncode == 0, off.stderr[-2000:]
+    assert not (tmp_path / "h2").exists()
