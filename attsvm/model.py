@@ -122,6 +122,29 @@ def head(r, data: Data, kind: str):
     raise ValueError(f"`head` must be one of ['linear', 'relu', 'quadratic']; got {kind!r}")
 
 
+def _features(data: Data, kind: str):
+    """What the attention averages for the head: the linear and relu heads read r = Σ_t s_t
+    x_t only through r·v and r V, and Σ_t s_t (x_tᵀv) = r·v, Σ_t s_t (x_tᵀV) = r V, so the
+    attention averages those per-token features, (n, T, 1) and (n, T, d), instead of the
+    tokens: the head's product then sits outside the softmax's dependence on W, and XLA
+    hoists it out of the GD loop (multi-token's step 0.64 → 0.37 µs, docs/performance.md).
+    The quadratic head needs r itself."""
+    if kind == "linear":
+        return jnp.sum(data.X * data.v[None, None, :], axis=-1, keepdims=True)
+    if kind == "relu":
+        return jnp.sum(data.X[..., :, None] * data.V[None, None], axis=-2)
+    return data.X
+
+
+def _head_of_features(h, data: Data, kind: str):
+    """h(r) from the attention's average of `_features`."""
+    if kind == "linear":
+        return h[..., 0]
+    if kind == "relu":
+        return jnp.sum(jax.nn.relu(h), axis=-1)
+    return head(h, data, kind)
+
+
 def outputs(W, data: Data, kind: str, *, centred: bool = False):
     """f: (n, K) predictions and s: (n, K, T) attention.
 
@@ -133,8 +156,8 @@ def outputs(W, data: Data, kind: str, *, centred: bool = False):
     """
     if not centred:
         s = attention(W, data)
-        r = jnp.einsum("nkt,ntd->nkd", s, data.X)
-        return head(r, data, kind), s
+        return _head_of_features(jnp.einsum("nkt,ntd->nkd", s, _features(data, kind)), data,
+                                 kind), s
     f, s, _ = centred_outputs(W, data, kind)
     return f, s
 
@@ -145,8 +168,8 @@ def centred_outputs(W, data: Data, kind: str, scaled=0.0):
     non-selected softmax weight over the real sequences (0 if unscaled): for the scale-free
     normalized steps, which only use its direction and then keep moving after the weights
     themselves underflow (logit gaps ≳ 745)."""
-    s, r, logscale = _attend_centred(logits(W, data), data.X, data.w, scaled)
-    return head(r, data, kind), s, logscale
+    s, h, logscale = _attend_centred(logits(W, data), _features(data, kind), data.w, scaled)
+    return _head_of_features(h, data, kind), s, logscale
 
 
 def _top(a):
@@ -173,11 +196,14 @@ def _attend_parts(a, w, scaled):
 @jax.custom_vjp
 def _attend_centred(a, X, w, scaled):
     """s = softmax(a) (n, K, T), r = Σ_t s_t x_t (n, K, d) and logscale, with the centred
-    backward: with c_t the cotangent reaching s_t (through r: ⟨ḡ_r, x_t⟩), the logit gradient
-    s_t (c_t − ⟨s, c⟩) is computed as s_t (c'_t − ⟨s, c'⟩), c' = c − c_ρ, ρ = argmax_t a_t.
-    The same number in exact arithmetic (a softmax ignores a shift of c), but c'_ρ is exactly
-    0, so no term of size 1 cancels (docs/followups.md §4b). Equivalent to differentiating
-    x_ρ + Σ_t s_t (x_t − x_ρ) without forming the (n, K, T, d) differences. The logit
+    backward (X: the tokens' features, `_features`): with c_t the cotangent reaching s_t
+    (through r: ⟨ḡ_r, x_t⟩), the logit gradient s_t (c_t − ⟨s, c⟩) is computed as
+    s_t (c'_t − ⟨s, c'⟩), c' = c − c_ρ, ρ = argmax_t a_t. The same number in exact
+    arithmetic (a softmax ignores a shift of c), but c'_ρ is exactly 0, so no term of size 1
+    cancels (docs/followups.md §4b). Differentiating x_ρ + Σ_t s_t (x_t − x_ρ): c'_t is
+    formed from x_t − x_ρ, so it is exactly 0 at ρ and at every token equal to x_ρ however
+    XLA fuses the step (c_t − c_ρ, two products rounded apart, broke a tie of identical
+    tokens by 1e-19 once fused with a contraction into an FMA). The logit
     gradient comes out times e^{−logscale} (`centred_outputs`): the weights s_t, t ≠ ρ, enter
     as e_t / Z, and ρ's term −s_ρ ⟨s, c'⟩ as −s_ρ ⟨e/Z, c'⟩."""
     s, _, _, _, logscale = _attend_parts(a, w, scaled)
@@ -193,8 +219,10 @@ def _attend_fwd(a, X, w, scaled):
 def _attend_bwd(res, cts):
     s, top, e, Z, X, w, scaled, logscale = res
     gs, gr, _ = cts
-    c = jnp.einsum("nkd,ntd->nkt", gr, X) + gs
-    c = c - jnp.sum(jnp.where(top, c, 0.0), axis=-1, keepdims=True)        # exactly 0 at ρ
+    x_rho = jnp.sum(jnp.where(top[..., None], X[:, None], 0.0), axis=2)    # (n, K, d), exact
+    gs_rho = jnp.sum(jnp.where(top, gs, 0.0), axis=-1, keepdims=True)
+    c = (jnp.einsum("nkd,nktd->nkt", gr, X[:, None] - x_rho[:, :, None])  # exactly 0 at ρ
+         + (gs - gs_rho))
     u = e / Z                                                               # s_t e^{−logscale}
     sig = jnp.sum(u * c, axis=-1, keepdims=True)                            # ⟨s, c'⟩ e^{−ls}
     ga = jnp.where(top, -s * sig, u * (c - jnp.exp(logscale) * sig))
