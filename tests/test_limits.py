@@ -199,3 +199,17 @@ def test_a_full_server_answers_busy_after_the_queue_wait():
     finally:
         release.set()
         t.join()
+
+
+def test_gd_work_prices_the_span_form_where_the_engine_takes_it():
+    """W-GD by gd/ngd/polyak with a record interval the span form pays for (n = 3, T = 4,
+    d = 10, every 100th step: p = 12, 12·12 + 4·12 = 192 units a step) costs the span
+    form's price; another rule, no record interval, or sizes where the plain form is the
+    engine's choice (every step recorded) keep the plain formula."""
+    plain = 3 * 4 * 10 + 4 * 100
+    kw = dict(n=3, T=4, d=10, steps=2000, runs=5)
+    assert limits.gd_work(**kw, record_every=100) == 5 * 2000 * 192
+    assert limits.gd_work(**kw, record_every=100, optimizer="sign") == 5 * 2000 * plain
+    assert limits.gd_work(**kw) == 5 * 2000 * plain
+    assert limits.gd_work(**kw, record_every=1) == 5 * 2000 * plain
+    assert limits.gd_work(**kw, record_every=100, param="KQ") > 5 * 2000 * plain

@@ -45,9 +45,12 @@ class Price:
         return limits.seconds(self.work)
 
 
-def _gd(what, *, n, T, d, steps, runs, param="W", queries="single", record_every=None):
+def _gd(what, *, n, T, d, steps, runs, param="W", queries="single", record_every=None,
+        span=True):
+    """(what, work) of GD runs (NGD in `attsvm.engine`: priced in its span form where it
+    takes it; span=False for another engine) and the floats one call records."""
     item = (what, limits.gd_work(n=n, T=T, d=d, steps=steps, runs=runs, param=param,
-                                 queries=queries))
+                                 queries=queries, record_every=record_every if span else None))
     floats = 0
     if record_every is not None:
         floats = limits.record_floats(n=n, T=T, d=d, steps=steps, record_every=record_every,
@@ -82,7 +85,7 @@ def _multi_token(s):
     cands = min(s.max_seeds, 64 * s.runs)   # acceptance falls to ~1.6 % at d = 10
     for d in s.ds:
         (what, w), _ = _gd(f"d={d}: GD on {cands:,} candidates", n=s.n, T=s.T, d=d,
-                           steps=s.steps, runs=cands)
+                           steps=s.steps, runs=cands, record_every=s.record_every)
         items.append((what, w))
         items.append((f"d={d}: {s.runs} generalized SVMs",
                       limits.bulk_svm_work(n=s.n, T=s.T, d=d, solves=s.runs)))
@@ -155,7 +158,8 @@ def _ntp(s):
     from .ntp import LocalSettings
     runs = s.instances * (4 if isinstance(s, LocalSettings) else 2)
     item, floats = _gd(f"NGD on W and W^fin ({s.instances} instances)", n=s.n, T=s.T, d=s.d,
-                       steps=s.steps, runs=runs, record_every=s.record_every)
+                       steps=s.steps, runs=runs, record_every=s.record_every,
+                       span=False)                           # attsvm.ntp.gd's own engine
     svm = (f"{2 * s.instances} Graph-SVMs", limits.graph_svm_work(n=s.n, T=s.T, d=s.d,
                                                                   solves=s.instances * 2))
     return [item, svm], floats, dict(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=runs,
