@@ -44,8 +44,10 @@ COPY .streamlit/config.toml .streamlit/config.toml
 RUN useradd --create-home --uid 10001 attsvm && mkdir -p /app/results && chown attsvm /app/results
 USER attsvm
 # The store, baked: every experiment at its default settings, on every core of the build
-# machine (local mode: the server's own work, no visitor's budget).
-RUN ATTSVM_MODE=local python -m attsvm fill all followups
+# machine (local mode: the server's own work, no visitor's budget). Its compiled programs are
+# not kept (ATTSVM_XLA_CACHE=off): they are for the build machine's CPU; the server keeps
+# its own in the container's user cache (attsvm.model.use_compile_cache).
+RUN ATTSVM_MODE=local ATTSVM_XLA_CACHE=off python -m attsvm fill all followups
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s \
   CMD python -c "import urllib.request as u; u.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4)"

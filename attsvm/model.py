@@ -38,7 +38,10 @@ COMPILE_CACHE_MB = 512
 
 def compile_cache_dir() -> str | None:
     """Where `use_compile_cache` keeps compiled programs: `ATTSVM_XLA_CACHE` ("off" for
-    none), else $XDG_CACHE_HOME/attsvm/xla (else ~/.cache/attsvm/xla)."""
+    none), else $XDG_CACHE_HOME/attsvm/xla/<cpu> (else ~/.cache/…), <cpu> a fingerprint of
+    this CPU's model and instruction-set flags: XLA compiles for the host's instructions
+    and JAX's cache key does not name them, so a home folder shared by different machines
+    must not hand one machine's programs to another."""
     chosen = os.environ.get("ATTSVM_XLA_CACHE", "").strip()
     if chosen.lower() in ("off", "0", "none", "false"):
         return None
@@ -46,7 +49,20 @@ def compile_cache_dir() -> str | None:
         return chosen
     home = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.join(
         os.path.expanduser("~"), ".cache")
-    return os.path.join(home, "attsvm", "xla")
+    return os.path.join(home, "attsvm", "xla", _cpu_fingerprint())
+
+
+def _cpu_fingerprint() -> str:
+    import hashlib
+    import platform
+    desc = [platform.machine(), platform.processor()]
+    try:
+        with open("/proc/cpuinfo") as f:
+            desc += sorted({line.strip() for line in f
+                            if line.startswith(("model name", "flags", "Features"))})
+    except OSError:
+        pass
+    return hashlib.sha256("\n".join(desc).encode()).hexdigest()[:16]
 
 
 def use_compile_cache(path: str | None = None) -> str | None:
