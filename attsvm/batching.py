@@ -10,20 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .limits import bucket
 from .model import Data, jax
 from .problems import Problem
-
-_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128, 160, 192,
-            256, 320, 384, 512)
-
-
-def bucket(x: int) -> int:
-    """The padded size used for a dimension of size `x`."""
-    for b in _BUCKETS:
-        if b >= x:
-            return b
-    return x
-
 
 def pad_data(prob: Problem, sizes) -> dict:
     """The arrays of `Data` for `prob`, zero-padded to sizes (nb, Tb, db)."""
@@ -93,18 +82,6 @@ def span_basis(stacked: dict, W0: np.ndarray):
     Vt = np.where(keep[:, :, None], Vt, 0.0)
     a0 = np.einsum("bitd,bde,bike->bikt", X, W0, Qz)
     return R, a0, Vt
-
-
-def span_pays(n: int, K: int, T: int, d: int, record_every: int) -> bool:
-    """Whether the span form (`span_basis`) is the faster program for these padded sizes: it
-    must shrink W (p = min(d², n·K·T) < d²), and its step's p·n·K·T multiply-adds each way,
-    plus d²·p to rebuild each recorded W, must stay within twice the plain form's
-    n·K·d² + n·K·T·d. The factor is fitted to this machine's timings (docs/performance.md):
-    faster from d = 4 on at n = 3, T = 4 (0.62 → 0.36 µs per run-step at d = 4, 0.75 → 0.31
-    at d = 10), from d = 12 on at n = 6, T = 8 (2.35 → 2.11 at d = 12, 3.7 → 3.0 at d = 20)."""
-    p = min(d * d, n * K * T)
-    span = p * n * K * T + d * d * p / record_every
-    return p < d * d and span <= 2 * (n * K * d * d + n * K * T * d)
 
 
 SPLIT_MIN = 16     # runs per part, at least, when a CPU batch is split over the cores

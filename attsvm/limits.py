@@ -6,7 +6,7 @@ Clarabel via cvxpy). With K = 1 for single-query problems (K = T for sequence/ca
 and m the rank of K, Q:
 
     GD      work = runs · steps · (n·K·T·d + 4·d² + [param="KQ"] d²·m / 4); for W-GD in
-            the engine's span form (`batching.span_pays`) the smaller of that and
+            the engine's span form (`limits.span_pays`) the smaller of that and
             p·n·K·T + 4·p, p = min(d², n·K·T)
     SVM     work = solves · (5·10⁶ + cost),  r = n·K·(T − 1) constraints (≈ half if causal)
             Frobenius (a QP in the r dual multipliers):   cost = r³ + r²·d²/4 + 200·r·d²
@@ -113,6 +113,31 @@ def current() -> Limits:
     return LIMITS[mode()]
 
 
+# -- padding buckets and the engine's program choice (attsvm.batching, attsvm.training) --
+_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128, 160, 192,
+            256, 320, 384, 512)
+
+
+def bucket(x: int) -> int:
+    """The padded size used for a dimension of size `x`."""
+    for b in _BUCKETS:
+        if b >= x:
+            return b
+    return x
+
+
+def span_pays(n: int, K: int, T: int, d: int, record_every: int) -> bool:
+    """Whether the span form (`batching.span_basis`) is the faster program for these padded
+    sizes: it must shrink W (p = min(d², n·K·T) < d²), and its step's p·n·K·T multiply-adds
+    each way, plus d²·p to rebuild each recorded W, must stay within twice the plain form's
+    n·K·d² + n·K·T·d. The factor is fitted to this machine's timings (docs/performance.md):
+    faster from d = 4 on at n = 3, T = 4 (0.62 → 0.36 µs per run-step at d = 4, 0.75 → 0.31
+    at d = 10), from d = 12 on at n = 6, T = 8 (2.35 → 2.11 at d = 12, 3.7 → 3.0 at d = 20)."""
+    p = min(d * d, n * K * T)
+    span = p * n * K * T + d * d * p / record_every
+    return p < d * d and span <= 2 * (n * K * d * d + n * K * T * d)
+
+
 # -- prices -------------------------------------------------------------------------------
 def _K(T: int, queries: str) -> int:
     return 1 if queries == "single" else T
@@ -128,7 +153,6 @@ def gd_work(*, n: int, T: int, d: int, steps: int, runs: int = 1, queries: str =
     m = d if m is None else m
     per = n * _K(T, queries) * T * d + 4 * d * d + (d * d * m / 4 if param == "KQ" else 0)
     if param == "W" and record_every and optimizer in ("gd", "ngd", "polyak"):
-        from .batching import bucket, span_pays     # (batching imports JAX)
         nb, Tb, db = bucket(n), bucket(T), bucket(d)
         Kb = _K(Tb, queries)
         if span_pays(nb, Kb, Tb, db, record_every):

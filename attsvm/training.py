@@ -18,7 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from . import limits, model
-from .batching import cpu_split, padded_batch, place, repeat_last, span_basis, span_pays
+from .batching import cpu_split, padded_batch, place, repeat_last, span_basis
+from .limits import span_pays
 from .engine import simulate, simulate_split
 from .model import jax, jnp
 from .optimizers import DEFAULT_CENTRED, DEFAULT_EPS, KQ_OPTIMIZERS, MAX_P, MIN_P, OPTIMIZERS, Hyper
@@ -321,10 +322,7 @@ def train_batch(probs, *, param: str = "W", steps: int = 2000, lr: float = 0.1,
                    init_kind=init_kind, loss=cfg["loss"])
     train_v = _check_train_v(probs, train_v, cfg["optimizer"])
     stacked, params0 = _padded(probs, inits, init_v, train_v=train_v, param=param, m=m)
-    stacked, params0, span = _span_form(cfg, stacked, params0, train_v=train_v)
-    recs, final, bad_at = _run(cfg, stacked, params0, devices, head=p0.head, train_v=train_v)
-    if span is not None:
-        recs, final = _from_span(span, recs, final, B, train_v=train_v)
+    recs, final, bad_at = _run_form(cfg, stacked, params0, devices, head=p0.head, train_v=train_v)
     settings = dict(cfg, train_v=train_v, seed=seed, init_scale=init_scale,
                     init_kind=init_kind, saturation_tol=float(saturation_tol), n=p0.n, T=p0.T,
                     d=p0.d, head=p0.head, queries=p0.queries, attention=p0.attention, runs=B)
@@ -343,7 +341,7 @@ def _padded(probs, inits, init_v, *, train_v: bool, param: str, m: int):
 
 
 SPAN_RULES = ("gd", "ngd", "polyak")   # steps along ∇L itself: W − W0 stays in the span
-SPAN = "auto"       # "auto" (`batching.span_pays`), "always" (where it applies) or "never"
+SPAN = "auto"       # "auto" (`limits.span_pays`), "always" (where it applies) or "never"
 
 
 def _span_form(cfg: dict, stacked: dict, params0, *, train_v: bool):
@@ -360,6 +358,17 @@ def _span_form(cfg: dict, stacked: dict, params0, *, train_v: bool):
     R, a0, V = span_basis(stacked, W0)
     e0 = np.zeros((B, V.shape[1]))
     return dict(stacked, R=R, a0=a0), ((e0, params0[1]) if train_v else e0), (V, W0)
+
+
+def _run_form(cfg: dict, stacked: dict, params0, devices, *, head: str, train_v: bool):
+    """`_run` in the span form where it applies and pays (`_span_form`), records mapped
+    back to W; else `_run` itself."""
+    B = len(stacked["X"])
+    stacked, params0, span = _span_form(cfg, stacked, params0, train_v=train_v)
+    recs, final, bad_at = _run(cfg, stacked, params0, devices, head=head, train_v=train_v)
+    if span is not None:
+        recs, final = _from_span(span, recs, final, B, train_v=train_v)
+    return recs, final, bad_at
 
 
 def _from_span(span, recs, final, B: int, *, train_v: bool):

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attsvm import model, training
-from attsvm.batching import bucket, padded_batch, span_basis, span_pays
+from attsvm.batching import bucket, padded_batch, span_basis
+from attsvm.limits import span_pays
 from attsvm.optimizers import AUTHORS_GRADIENT
 from attsvm.problems import random_problem
 
