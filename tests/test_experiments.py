@@ -47,6 +47,31 @@ def test_bulk_svm_matches_clarabel(norm):
             np.testing.assert_array_equal(ours["support"][k], ref.support)
 
 
+def test_the_barriers_rank_one_hessian_is_the_dense_one(monkeypatch):
+    """Att-SVM constraints are rank one, G_j = u_j w_jᵀ: `_rank_one` recovers the factors
+    (and refuses a full-rank G), the Newton step from `_hessian_rank_one` equals the dense
+    one to rounding, and the nuclear solutions of a batch of real instances agree."""
+    rng = np.random.default_rng(3)
+    P, m, a, b = 5, 9, 6, 4
+    G = rng.standard_normal((P, m, a))[..., :, None] * rng.standard_normal((P, m, b))[..., None, :]
+    assert fastsvm._rank_one(rng.standard_normal((P, m, a, b))) is None
+    fac = fastsvm._rank_one(G)
+    lam, t = rng.uniform(0.01, 0.05, (P, m)), np.full(P, 3.0)
+    Gt = np.ascontiguousarray(np.swapaxes(G, 2, 3)).reshape(P, m * b, a)
+    GfT = np.ascontiguousarray(np.swapaxes(G.reshape(P, m, a * b), 1, 2))
+    g_dense, s_dense = fastsvm._newton_step(t, G, Gt, GfT, lam)
+    g_one, s_one = fastsvm._newton_step(t, G, Gt, GfT, lam, fac)
+    np.testing.assert_array_equal(g_one, g_dense)
+    np.testing.assert_allclose(s_one, s_dense, rtol=0, atol=1e-12 * np.abs(s_dense).max())
+    probs, alphas = zip(*_instances(), strict=True)
+    out = {}
+    for flag in (False, True):
+        monkeypatch.setattr(fastsvm, "RANK_ONE", flag)
+        out[flag] = fastsvm.solve_many(list(probs), list(alphas), "nuc")
+    np.testing.assert_array_equal(out[True]["feasible"], out[False]["feasible"])
+    np.testing.assert_allclose(out[True]["objective"], out[False]["objective"], rtol=1e-6)
+
+
 def test_bulk_svm_sequence_mode_matches_clarabel():
     for mode in ("sequence", "causal"):
         p = attsvm.random_problem(2, 4, 8, seed=1, attention="self", queries=mode)
