@@ -14,8 +14,11 @@ from pathlib import Path
 # background unless the test asks (tests/test_store.py, tests/app/test_reproduce_store.py).
 os.environ["ATTSVM_RESULTS"] = tempfile.mkdtemp(prefix="attsvm-test-results-")
 os.environ["ATTSVM_FILL"] = "0"
-# nor the user's compilation cache: the CLIs and servers they start share one of their own
-os.environ.setdefault("ATTSVM_XLA_CACHE", tempfile.mkdtemp(prefix="attsvm-test-xla-"))
+# nor the user's compilation cache: the run's workers, and the CLIs and servers they start,
+# share one of their own (one folder per pytest run: xdist gives its workers one run id)
+_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID") or str(os.getpid())
+os.environ.setdefault("ATTSVM_XLA_CACHE",
+                      os.path.join(tempfile.gettempdir(), f"attsvm-test-xla-{_RUN}"))
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
