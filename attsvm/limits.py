@@ -6,8 +6,8 @@ Clarabel via cvxpy). With K = 1 for single-query problems (K = T for sequence/ca
 and m the rank of K, Q:
 
     GD      work = runs · steps · (n·K·T·d + 4·d² + [param="KQ"] d²·m / 4); for W-GD in
-            the engine's span form (`limits.span_pays`) the smaller of that and
-            p·n·K·T + 4·p, p = min(d², n·K·T)
+            the engine's span form (`span_pays`, at the sweeps' 128 runs a call) the
+            smaller of that and p·n·K·T + 4·p, p = min(d², n·K·T)
     SVM     work = solves · (5·10⁶ + cost),  r = n·K·(T − 1) constraints (≈ half if causal)
             Frobenius (a QP in the r dual multipliers):   cost = r³ + r²·d²/4 + 200·r·d²
             nuclear (an LMI of size s = min(d, r) + min(d, n·K)):
@@ -126,16 +126,25 @@ def bucket(x: int) -> int:
     return x
 
 
-def span_pays(n: int, K: int, T: int, d: int, record_every: int) -> bool:
-    """Whether the span form (`batching.span_basis`) is the faster program for these padded
-    sizes: it must shrink W (p = min(d², n·K·T) < d²), and its step's p·n·K·T multiply-adds
-    each way, plus d²·p to rebuild each recorded W, must stay within twice the plain form's
+SPAN_MAX_FLOATS = 2**23   # the span form's basis for one call, at most (64 MB; its SVD ~3×)
+
+
+def span_pays(n: int, K: int, T: int, d: int, record_every: int, steps: int,
+              runs: int = 1) -> bool:
+    """Whether the span form (`batching.span_basis`) is the faster program for `runs` runs
+    of these padded sizes: it must shrink W (p = min(d², n·K·T) < d²); its basis
+    (runs·n·K·T·d² numbers, an SVD each) must fit in `SPAN_MAX_FLOATS`; and its step's
+    p·n·K·T multiply-adds each way, plus d²·p to rebuild each recorded W and the SVD's
+    4·n·K·T·p·d² spread over the steps, must stay within twice the plain form's
     n·K·d² + n·K·T·d. The factor is fitted to this machine's timings (docs/performance.md):
     faster from d = 4 on at n = 3, T = 4 (0.62 → 0.36 µs per run-step at d = 4, 0.75 → 0.31
     at d = 10), from d = 12 on at n = 6, T = 8 (2.35 → 2.11 at d = 12, 3.7 → 3.0 at d = 20)."""
-    p = min(d * d, n * K * T)
-    span = p * n * K * T + d * d * p / record_every
-    return p < d * d and span <= 2 * (n * K * d * d + n * K * T * d)
+    m = n * K * T
+    p = min(d * d, m)
+    if p >= d * d or runs * m * d * d > SPAN_MAX_FLOATS:
+        return False
+    span = p * m + d * d * p / record_every + 4 * m * p * d * d / steps
+    return span <= 2 * (n * K * d * d + m * d)
 
 
 # -- prices -------------------------------------------------------------------------------
@@ -155,7 +164,7 @@ def gd_work(*, n: int, T: int, d: int, steps: int, runs: int = 1, queries: str =
     if param == "W" and record_every and optimizer in ("gd", "ngd", "polyak"):
         nb, Tb, db = bucket(n), bucket(T), bucket(d)
         Kb = _K(Tb, queries)
-        if span_pays(nb, Kb, Tb, db, record_every):
+        if span_pays(nb, Kb, Tb, db, record_every, steps, min(runs, 128)):   # sweeps' chunks
             p = min(db * db, nb * Kb * Tb)
             per = min(per, p * nb * Kb * Tb + 4 * p)
     return float(runs) * steps * per

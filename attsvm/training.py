@@ -353,7 +353,8 @@ def _span_form(cfg: dict, stacked: dict, params0, *, train_v: bool):
     if cfg["param"] != "W" or cfg["optimizer"] not in SPAN_RULES or SPAN == "never":
         return stacked, params0, None
     B, n, K, T = stacked["mask"].shape
-    if SPAN == "auto" and not span_pays(n, K, T, W0.shape[-1], cfg["record_every"]):
+    if SPAN == "auto" and not span_pays(n, K, T, W0.shape[-1], cfg["record_every"],
+                                        cfg["steps"], B):
         return stacked, params0, None
     R, a0, V = span_basis(stacked, W0)
     e0 = np.zeros((B, V.shape[1]))

@@ -130,15 +130,23 @@ def test_span_form_is_used_where_it_pays_and_never_recompiles_on_lr_or_steps(mon
     benchmark's (n = 6, T = 8, d = 10, every step recorded); a new lr or step count with the
     same number of records reuses its program."""
     from attsvm import engine
-    assert span_pays(3, 1, 4, bucket(10), 100) and not span_pays(6, 1, 8, bucket(10), 1)
-    assert not span_pays(2, 1, 3, 2, 1)                   # p = d²: nothing to gain
+    assert span_pays(3, 1, 4, bucket(10), 100, 2000, 128)
+    assert not span_pays(6, 1, 8, bucket(10), 1, 2000, 100)
+    assert not span_pays(2, 1, 3, 2, 1, 2000)             # p = d²: nothing to gain
+    assert not span_pays(3, 1, 4, bucket(10), 100, 20)     # 20 steps: the SVD would dominate
+    # the basis's size: n = 50, T = 2, d = 256 is 100 × 65 536 numbers a run, under
+    # SPAN_MAX_FLOATS (2²³) for one run, over it for two
+    assert span_pays(50, 1, 2, 256, 1000, 10**6, 1)
+    assert not span_pays(50, 1, 2, 256, 1000, 10**6, 2)
     calls = []
     real = training.span_basis
     monkeypatch.setattr(training, "span_basis", lambda *a: calls.append(1) or real(*a))
     probs = [random_problem(3, 4, 10, seed=s, head="relu") for s in range(3)]
-    training.train_batch(probs, steps=40, lr=0.1, record_every=10, devices=[jax.devices()[0]])
+    training.train_batch(probs, steps=2000, lr=0.1, record_every=100,
+                         devices=[jax.devices()[0]])
     before = engine.compile_count()
-    training.train_batch(probs, steps=80, lr=0.3, record_every=20, devices=[jax.devices()[0]])
+    training.train_batch(probs, steps=3000, lr=0.3, record_every=150,
+                         devices=[jax.devices()[0]])
     assert engine.compile_count() == before and len(calls) == 2
     training.train_batch([random_problem(6, 8, 10, seed=1)], steps=4, record_every=1)
     assert len(calls) == 2
