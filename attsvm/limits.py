@@ -126,22 +126,25 @@ def bucket(x: int) -> int:
     return x
 
 
-SPAN_MAX_FLOATS = 2**23   # the span form's basis for one call, at most (64 MB; its SVD ~3×)
+SPAN_MAX_FLOATS = 2**23   # the span form's basis for one call, at most (64 MB; its SVD ~3×),
+#                           and never more than the mode's recorded numbers (hosted: 16 MB)
 
 
 def span_pays(n: int, K: int, T: int, d: int, record_every: int, steps: int,
               runs: int = 1) -> bool:
     """Whether the span form (`batching.span_basis`) is the faster program for `runs` runs
     of these padded sizes: it must shrink W (p = min(d², n·K·T) < d²); its basis
-    (runs·n·K·T·d² numbers, an SVD each) must fit in `SPAN_MAX_FLOATS`; and its step's
-    p·n·K·T multiply-adds each way, plus d²·p to rebuild each recorded W and the SVD's
+    (runs·n·K·T·d² numbers, an SVD each) must fit in `SPAN_MAX_FLOATS` and in the mode's
+    `max_record_floats` (a hosted visitor's call holds no more than its records); and its
+    step's p·n·K·T multiply-adds each way, plus d²·p to rebuild each recorded W and the SVD's
     4·n·K·T·p·d² spread over the steps, must stay within twice the plain form's
     n·K·d² + n·K·T·d. The factor is fitted to this machine's timings (docs/performance.md):
     faster from d = 4 on at n = 3, T = 4 (0.62 → 0.36 µs per run-step at d = 4, 0.75 → 0.31
-    at d = 10), from d = 12 on at n = 6, T = 8 (2.35 → 2.11 at d = 12, 3.7 → 3.0 at d = 20)."""
+    at d = 10), and from d = 12 on at n = 6, T = 8 (2.35 → 2.11 at d = 12, 3.7 → 3.0 at
+    d = 20; with 2000 steps the SVD leaves it d ≥ 15 there)."""
     m = n * K * T
     p = min(d * d, m)
-    if p >= d * d or runs * m * d * d > SPAN_MAX_FLOATS:
+    if p >= d * d or runs * m * d * d > min(SPAN_MAX_FLOATS, current().max_record_floats):
         return False
     span = p * m + d * d * p / record_every + 4 * m * p * d * d / steps
     return span <= 2 * (n * K * d * d + m * d)

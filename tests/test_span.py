@@ -138,6 +138,10 @@ def test_span_form_is_used_where_it_pays_and_never_recompiles_on_lr_or_steps(mon
     # SPAN_MAX_FLOATS (2²³) for one run, over it for two
     assert span_pays(50, 1, 2, 256, 1000, 10**6, 1)
     assert not span_pays(50, 1, 2, 256, 1000, 10**6, 2)
+    monkeypatch.setenv("ATTSVM_MODE", "hosted")           # ≤ its 2 M recorded numbers
+    assert not span_pays(50, 1, 2, 256, 1000, 10**6, 1)
+    assert span_pays(3, 1, 4, bucket(10), 100, 2000, 128)
+    monkeypatch.delenv("ATTSVM_MODE")
     calls = []
     real = training.span_basis
     monkeypatch.setattr(training, "span_basis", lambda *a: calls.append(1) or real(*a))
