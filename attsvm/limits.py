@@ -126,6 +126,8 @@ def bucket(x: int) -> int:
     return x
 
 
+SPAN_RULES = ("gd", "ngd", "polyak")   # steps along ∇L itself: W − W0 stays in the span
+SWEEP_CHUNK = 128   # runs per compiled call of a CPU sweep, at most (experiments.core)
 SPAN_MAX_FLOATS = 2**23   # the span form's basis for one call, at most (64 MB; its SVD ~3×),
 #                           and never more than the mode's recorded numbers (hosted: 16 MB)
 
@@ -164,10 +166,10 @@ def gd_work(*, n: int, T: int, d: int, steps: int, runs: int = 1, queries: str =
     run-step against 0.75 plain; the formula 192 against 520 units)."""
     m = d if m is None else m
     per = n * _K(T, queries) * T * d + 4 * d * d + (d * d * m / 4 if param == "KQ" else 0)
-    if param == "W" and record_every and optimizer in ("gd", "ngd", "polyak"):
+    if param == "W" and record_every and optimizer in SPAN_RULES:
         nb, Tb, db = bucket(n), bucket(T), bucket(d)
         Kb = _K(Tb, queries)
-        if span_pays(nb, Kb, Tb, db, record_every, steps, min(runs, 128)):   # sweeps' chunks
+        if span_pays(nb, Kb, Tb, db, record_every, steps, min(runs, SWEEP_CHUNK)):
             p = min(db * db, nb * Kb * Tb)
             per = min(per, p * nb * Kb * Tb + 4 * p)
     return float(runs) * steps * per

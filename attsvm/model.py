@@ -106,9 +106,9 @@ class Data(NamedTuple):
     v: jnp.ndarray      # (d,) head vector (linear, quadratic)
     V: jnp.ndarray      # (d, d) relu head's first layer
     lam: jnp.ndarray    # () quadratic head's λ
-    # the span form (`batching.span_basis`): W = W0 + Σ_j e_j B_j over an orthonormal basis
-    # B of span{x_it z_ikᵀ}; GD then runs on e and the logits are a0 + Rᵀe
-    R: jnp.ndarray | None = None     # (p, n·K·T) coordinates of the x_it z_ikᵀ in B
+    # the span form (`batching.span_basis`): W = W0 + Σ_j e_j V_j over an orthonormal basis
+    # V of span{x_it z_ikᵀ}; GD then runs on e and the logits are a0 + Rᵀe
+    R: jnp.ndarray | None = None     # (p, n·K·T) coordinates of the x_it z_ikᵀ in V
     a0: jnp.ndarray | None = None    # (n, K, T) the logits of W0
 
 

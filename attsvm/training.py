@@ -19,7 +19,7 @@ import numpy as np
 
 from . import limits, model
 from .batching import cpu_split, padded_batch, place, repeat_last, span_basis
-from .limits import span_pays
+from .limits import SPAN_RULES, span_pays
 from .engine import simulate, simulate_split
 from .model import jax, jnp
 from .optimizers import DEFAULT_CENTRED, DEFAULT_EPS, KQ_OPTIMIZERS, MAX_P, MIN_P, OPTIMIZERS, Hyper
@@ -340,7 +340,6 @@ def _padded(probs, inits, init_v, *, train_v: bool, param: str, m: int):
     return stacked, params0
 
 
-SPAN_RULES = ("gd", "ngd", "polyak")   # steps along ∇L itself: W − W0 stays in the span
 SPAN = "auto"       # "auto" (`limits.span_pays`), "always" (where it applies) or "never"
 
 

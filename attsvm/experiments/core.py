@@ -21,15 +21,17 @@ from typing import Callable, Iterator
 import numpy as np
 import pandas as pd
 
+from .. import limits
 from ..model import jax
 from ..problems import Problem, check_float, check_int, check_record_every
 from ..training import default_init, train_batch
 from ..trajectory import Trajectory
 
 Progress = Callable[[float, str], None]
-CPU_CHUNK = 128  # runs per compiled call on CPU, at most: 128 beat 256 by 1.2–1.7× for the
-# multi-token shapes (n=3, T=4, d=8, 10) and 64–150 were within 10 % for n=6, T=8, d ≤ 10 on
+# runs per compiled call on CPU, at most (128): 128 beat 256 by 1.2–1.7× for the multi-token
+# shapes (n=3, T=4, d=8, 10) and 64–150 were within 10 % for n=6, T=8, d ≤ 10 on
 # the AVX-512 machine (microseconds per run-step; docs/performance.md)
+CPU_CHUNK = limits.SWEEP_CHUNK
 ACCEL_CHUNK = 8192  # … on a GPU/TPU
 
 
