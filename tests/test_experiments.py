@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import attsvm
@@ -256,3 +257,27 @@ def test_sweeps_give_identical_numbers_on_1_and_4_devices():
     assert one["W"] == four["W"]  # bit for bit
     assert one["curves"] == four["curves"]
     assert one["alpha"] == four["alpha"]
+
+
+def test_multi_token_classifies_a_chunk_as_the_authors_loop_does_one_run():
+    """`multi_token._classify` on a chunk of final softmaxes: per run, the notebook's rules in
+    order (an entry in (mask, select] → ambiguous; else no entry ≤ mask → nothing masked;
+    else ok), written here as a plain loop over entries; values placed on the thresholds."""
+    rng = np.random.default_rng(3)
+    select, mask = 1e-3, 1e-6
+    levels = np.array([0.0, 1e-9, mask, 2e-6, 5e-4, select, 0.2, 0.9])
+    S = levels[rng.integers(0, len(levels), (400, 3, 4))]
+    S[:100] = levels[rng.integers(3, len(levels), (100, 3, 4))]     # nothing ≤ mask …
+    S[:50] = levels[rng.integers(6, len(levels), (50, 3, 4))]       # … nor ambiguous
+    kinds = multi_token._classify(S, select, mask)
+
+    def one(s):
+        amb = masked = False
+        for x in s.ravel():
+            amb |= mask < x <= select
+            masked |= x <= mask
+        return "ambiguous" if amb else "ok" if masked else "nothing_masked"
+
+    assert list(kinds) == [one(s) for s in S]
+    assert set(kinds) == {"ambiguous", "ok", "nothing_masked"}
+

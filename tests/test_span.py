@@ -166,3 +166,52 @@ def test_span_form_rejects_rules_that_leave_the_span(monkeypatch):
     for opt in ("sign", "spectral", "md", "nmd"):
         training.train_batch(probs, steps=3, optimizer=opt, devices=[jax.devices()[0]])
     assert not called
+
+
+def _pad_one(prob, sizes):
+    """The padding of one problem, written out as a plain loop over its fields (the
+    reference for `batching.pad_batch`, which fills whole batch slices)."""
+    n, T, d = prob.shape
+    nb, Tb, db = sizes
+    Qv, Yl, _ = prob.query_view()
+    K = Qv.shape[1]
+    Kb = 1 if K == 1 else Tb
+    out = dict(X=np.zeros((nb, Tb, db)), Q=np.zeros((nb, Kb, db)), Y=np.ones((nb, Kb)),
+               mask=np.zeros((nb, Kb, Tb), dtype=bool), w=np.zeros((nb, Kb)),
+               v=np.zeros(db), V=np.zeros((db, db)), lam=np.array(prob.lam))
+    tm = prob.token_mask()
+    for i in range(nb):
+        for k in range(Kb):
+            if i < n and k < K:
+                out["Y"][i, k] = Yl[i, k]
+                out["w"][i, k] = 1.0 / n
+                out["Q"][i, k, :d] = Qv[i, k]
+                out["mask"][i, k, :T] = tm[i, k]
+            else:
+                out["mask"][i, k, 0] = True
+    out["X"][:n, :T, :d] = prob.X
+    if prob.v is not None:
+        out["v"][:d] = prob.v
+    if prob.V is not None:
+        out["V"][:d, :d] = prob.V
+    return out
+
+
+@settings(max_examples=25, deadline=None)
+@given(kind=st.sampled_from(["single", "sequence", "causal", "lengths", "duplicates"]),
+       head=st.sampled_from(["linear", "relu", "quadratic"]),
+       n=st.integers(1, 4), T=st.integers(2, 5), d=st.integers(1, 7), seed=st.integers(0, 99))
+def test_batched_padding_is_each_problems_padding(kind, head, n, T, d, seed):
+    """`padded_batch` stacks exactly what padding each problem alone gives (`_pad_one`):
+    zeros beyond the real sizes, padded queries attending token 0, loss weights 1/n."""
+    probs = [_problem(kind, n, T, d, seed + b).with_(head=head, V=np.eye(d) / np.sqrt(d),
+                                                     lam=0.25 * (head == "quadratic"))
+             for b in range(3)]
+    stacked, _ = _batch(probs, seed)
+    sizes = (bucket(n), bucket(T), bucket(d))
+    for b, p in enumerate(probs):
+        ref = _pad_one(p, sizes)
+        assert set(ref) == set(stacked)
+        for key, a in ref.items():
+            assert stacked[key][b].dtype == a.dtype, key
+            np.testing.assert_array_equal(stacked[key][b], a, err_msg=key)

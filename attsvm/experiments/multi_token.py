@@ -122,12 +122,15 @@ def generalized_svm(prob, W, s, select):
 
 
 def _classify(s, select, mask):
-    """'ambiguous', 'nothing_masked' or 'ok' for a final softmax (n, T)."""
-    if np.any((s > mask) & (s <= select)):
-        return "ambiguous"
-    if not np.any(s <= mask):
-        return "nothing_masked"
-    return "ok"
+    """'ambiguous', 'nothing_masked' or 'ok' for final softmaxes (..., n, T): one kind per
+    leading index (a str for a single (n, T) softmax), the authors' rules in that order."""
+    s = np.asarray(s)
+    lead = s.shape[:-2]
+    flat = s.reshape(lead + (-1,))
+    ambiguous = np.any((flat > mask) & (flat <= select), axis=-1)
+    masked = np.any(flat <= mask, axis=-1)
+    kinds = np.where(ambiguous, "ambiguous", np.where(masked, "ok", "nothing_masked"))
+    return str(kinds) if not lead else kinds
 
 
 class _Drawn(Sequence):
@@ -162,11 +165,9 @@ def _candidates(s: Settings, d: int, first: int, count: int):
 
 
 def _judge(s: Settings, p, W, sf):
-    """The authors' acceptance of one finished run (its W records and final softmax sf):
-    (rejection kind or None, the accepted run's record or None)."""
-    kind = _classify(sf, s.select, s.mask)
-    if kind != "ok":
-        return kind, None
+    """The authors' acceptance of one finished run that `_classify` found "ok" (its W
+    records and final softmax sf): ("infeasible" or None, the accepted run's record or
+    None)."""
     gen = generalized_svm(p, W[-1], sf, s.select)
     one = fastsvm.least_norm_fro(constraint_rows(p, sf.argmax(-1))[0], p.d)
     if gen is None or one is None:
@@ -192,9 +193,12 @@ def _round(s: Settings, d: int, first: int, want: int, accepted: list, tally: di
         chunk=chunk_size(10**9),  # fixed chunk: numbers independent of batch rounds
         progress=msg,
     ):
+        finals = tr.probs[:, -1]
+        kinds = _classify(finals, s.select, s.mask)     # the whole chunk at once
         for b, k in enumerate(idx):
-            seed, p = seeds[k], probs[k]
-            kind, acc = _judge(s, p, tr.W[b], tr.probs[b, -1])
+            seed = seeds[k]
+            kind, acc = ((str(kinds[b]), None) if kinds[b] != "ok"
+                         else _judge(s, probs[k], tr.W[b], finals[b]))
             if kind is not None:
                 tally[kind] += 1
             else:
