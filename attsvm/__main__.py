@@ -130,18 +130,22 @@ def fill(args) -> int:
 
 def use_cpu_cores(n: int | None) -> None:
     """Expose `n` CPU devices to JAX (default: one per core; `model.use_cpu_cores`, which
-    importing attsvm already did unless the user chose), and keep compiled programs on disk
-    for the next command (`model.use_compile_cache`)."""
+    importing attsvm already did unless the user chose), let Python-bound work use n − 1
+    helper processes beside this one (`experiments.core.use_helper_processes`), and keep
+    compiled programs on disk for the next command (`model.use_compile_cache`)."""
+    from .experiments.core import use_helper_processes
     from .model import use_compile_cache, use_cpu_cores as expose
 
     expose(n)
+    use_helper_processes(None if n is None else n - 1)
     use_compile_cache()
 
 
 def add_cpu_devices_option(parser: argparse.ArgumentParser) -> None:
     """The --cpu-devices option, for `use_cpu_cores`."""
     parser.add_argument("--cpu-devices", type=int, default=None,
-                        help="CPU devices for JAX sweeps (default: one per core)")
+                        help="CPU devices for JAX sweeps, and processes for svm-rank's "
+                             "cells (default: one per core)")
 
 
 def main(argv=None) -> int:

@@ -281,3 +281,16 @@ def test_multi_token_classifies_a_chunk_as_the_authors_loop_does_one_run():
     assert list(kinds) == [one(s) for s in S]
     assert set(kinds) == {"ambiguous", "ok", "nothing_masked"}
 
+
+def test_svm_rank_cells_in_a_helper_process_give_the_same_rows(monkeypatch):
+    """`core.ordered_map` with a spawned helper process (as the CLI runs svm-rank): the
+    helper takes cells from the back, this process from the front, and the instance rows
+    come back in cell order, identical to computing every cell here."""
+    kw = dict(pairs=((5, 5), (5, 10)), ds=(2, 3, 10), runs=8, max_draws=80)
+    here = experiments.run("svm-rank", **kw)
+    monkeypatch.setattr(core, "HELPERS", 1)
+    seen = []
+    shared = experiments.run("svm-rank", progress=lambda f, t: seen.append(t), **kw)
+    for key in ("instances", "cells"):
+        pd.testing.assert_frame_equal(shared.frames[key], here.frames[key])
+    assert any(t.startswith("cells 6/6") for t in seen)

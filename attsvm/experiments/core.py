@@ -185,6 +185,66 @@ def sweep(
             yield idx, tr
 
 
+# -- helper processes ----------------------------------------------------------------------
+HELPERS = 0     # processes `ordered_map` may use beside this one (`use_helper_processes`)
+
+
+def use_helper_processes(n: int | None) -> int:
+    """Let `ordered_map` run work in `n` helper processes beside the caller's (default: one
+    per core but the caller's; 0: none, the default). The CLI calls it; the app does not (a
+    hosted visitor's call stays in the server's process, within its price). Returns n."""
+    global HELPERS
+    HELPERS = max(0, int((os.cpu_count() or 1) - 1 if n is None else n))
+    return HELPERS
+
+
+def _helper_init() -> None:
+    """A helper process: one BLAS thread, as `experiments.run` gives its caller."""
+    from threadpoolctl import threadpool_limits
+    threadpool_limits(limits=1, user_api="blas")
+
+
+def ordered_map(fn, items: list, *, progress: Progress = no_progress) -> list:
+    """[fn(*item) for item in items], the items shared between this process and `HELPERS`
+    helper processes (spawned; fn must be a module-level function): this process takes them
+    from the front, the helpers from the back, so neither waits for the other, and the
+    results come back in item order. For work that is Python-bound (numpy on small
+    matrices holds the GIL between calls, so threads would not share it): svm-rank's
+    cells. The results do not depend on where an item ran (each helper keeps one BLAS
+    thread, as this process does inside `experiments.run`)."""
+    items = list(items)
+    out, done = [None] * len(items), 0
+    if HELPERS == 0 or len(items) < 2:
+        for k, item in enumerate(items):
+            out[k] = fn(*item)
+            progress((k + 1) / len(items), f"{k + 1}/{len(items)}")
+        return out
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    lo, hi = 0, len(items)
+    inflight: dict = {}
+    with ProcessPoolExecutor(HELPERS, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_helper_init) as pool:
+        while lo < hi or inflight:
+            while lo < hi and len(inflight) < 2 * HELPERS:    # the helpers: from the back
+                hi -= 1
+                inflight[pool.submit(fn, *items[hi])] = hi
+            for fut in [f for f in inflight if f.done()]:
+                out[inflight.pop(fut)] = fut.result()
+                done += 1
+            if lo < hi:                                       # this process: from the front
+                out[lo] = fn(*items[lo])
+                lo += 1
+                done += 1
+            elif inflight:
+                fut = next(iter(inflight))
+                out[inflight.pop(fut)] = fut.result()
+                done += 1
+            progress(done / len(items), f"{done}/{len(items)}")
+    return out
+
+
 def _slice(tr: Trajectory, n: int) -> Trajectory:
     """The first n runs of a batched Trajectory (drops chunk padding)."""
     return tr if len(tr) == n else tr[:n]

@@ -26,7 +26,16 @@ from .. import fastsvm
 from ..problems import check_choice, check_float, check_int, random_problem, token_scores
 from ..studies import rank_rows
 from ..svm import solve_att_svm
-from .core import Progress, Result, check_grid, check_settings, fmt, no_progress, settings_dict
+from .core import (
+    Progress,
+    Result,
+    check_grid,
+    check_settings,
+    fmt,
+    no_progress,
+    ordered_map,
+    settings_dict,
+)
 
 NAME = "svm-rank"
 TITLE = "Rank of W^mm (Frobenius) vs W^mm_* (nuclear) as d grows"
@@ -161,11 +170,12 @@ def _cell_published(s, n, T, d):
 
 
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
-    cells = [(n, T, d) for n, T in s.pairs for d in s.ds]
-    rows = []
-    for j, (n, T, d) in enumerate(cells):
-        progress(j / len(cells), f"n={n}, T={T}, d={d}")
-        rows += (_cell_accurate if s.style == "accurate" else _cell_published)(s, n, T, d)
+    cells = [(s, n, T, d) for n, T in s.pairs for d in s.ds]
+    cell = _cell_accurate if s.style == "accurate" else _cell_published
+    # the cells are independent and Python-bound: shared with helper processes where the
+    # caller allows them (`core.ordered_map`; the CLI does), rows in cell order either way
+    per_cell = ordered_map(cell, cells, progress=lambda f, t: progress(f, f"cells {t}"))
+    rows = [r for part in per_cell for r in part]
     inst = pd.DataFrame(rows)
     used = inst[inst.used]
     agg = []
