@@ -7,10 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import os
+
 import pandas as pd
+import pytest
 
 import attsvm
+from attsvm import __main__ as cli
 from attsvm.__main__ import main
+from attsvm.experiments import core
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = [
@@ -35,6 +40,24 @@ SMALL = [
     "--set",
     "max_draws=30",
 ]
+
+
+@pytest.fixture(autouse=True)
+def _helpers_restored(monkeypatch):
+    """`main` enables helper processes for the process it runs in (the CLI's); these tests
+    run it in pytest's, so each test gets the setting back."""
+    monkeypatch.setattr(core, "HELPERS", core.HELPERS)
+
+
+def test_cpu_devices_also_sets_the_helper_processes(monkeypatch):
+    """--cpu-devices n: n JAX devices and n − 1 helper processes for svm-rank's cells; the
+    app's background filler runs `fill --cpu-devices 1`, so it spawns none (its SIGSTOP
+    then reaches all of its work: docs/hosting.md)."""
+    monkeypatch.setattr(attsvm.model, "use_cpu_cores", lambda n: False)
+    monkeypatch.setattr(attsvm.model, "use_compile_cache", lambda: None)
+    for n, helpers in ((1, 0), (3, 2), (None, (os.cpu_count() or 1) - 1)):
+        cli.use_cpu_cores(n)
+        assert core.HELPERS == helpers
 
 
 def test_reproduce_one_writes_data_settings_and_chart(tmp_path, capsys):
