@@ -294,3 +294,22 @@ def test_svm_rank_cells_in_a_helper_process_give_the_same_rows(monkeypatch):
     for key in ("instances", "cells"):
         pd.testing.assert_frame_equal(shared.frames[key], here.frames[key])
     assert any(t.startswith("cells 6/6") for t in seen)
+
+
+def test_regularization_paths_logsumexp_is_scipys_bit_for_bit():
+    """`regularization_path.logsumexp` against scipy.special.logsumexp itself: ties at the
+    maximum, −inf entries, all −inf rows, huge and tiny values, every axis form."""
+    from scipy.special import logsumexp as scipy_lse
+
+    from attsvm.experiments.regularization_path import logsumexp
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((50, 7)) * rng.choice([1e-3, 1.0, 30.0, 800.0], (50, 1))
+    a[3, :2] = a[3, 2]                       # ties at the maximum
+    a[5, 1:] = -np.inf                       # one finite entry
+    a[6, :] = -np.inf                        # nothing
+    a[7, 4] = -np.inf
+    for kw in (dict(axis=1), dict(axis=1, keepdims=True), dict(axis=0), dict()):
+        ours, ref = logsumexp(a, **kw), scipy_lse(a, **kw)
+        assert np.shape(ours) == np.shape(ref)
+        np.testing.assert_array_equal(ours, ref)
+    assert logsumexp(a[0]) == scipy_lse(a[0]) and isinstance(logsumexp(a[0]), float)
