@@ -50,14 +50,18 @@ def _helpers_restored(monkeypatch):
 
 
 def test_cpu_devices_also_sets_the_helper_processes(monkeypatch):
-    """--cpu-devices n: n JAX devices and n − 1 helper processes for svm-rank's cells; the
-    app's background filler runs `fill --cpu-devices 1`, so it spawns none (its SIGSTOP
-    then reaches all of its work: docs/hosting.md)."""
+    """--cpu-devices n: n JAX devices and n − 1 helper processes for svm-rank's cells,
+    started at once; the app's background filler runs `fill --cpu-devices 1`, so it starts
+    none (its SIGSTOP then reaches all of its work: docs/hosting.md)."""
     monkeypatch.setattr(attsvm.model, "use_cpu_cores", lambda n: False)
     monkeypatch.setattr(attsvm.model, "use_compile_cache", lambda: None)
-    for n, helpers in ((1, 0), (3, 2), (None, (os.cpu_count() or 1) - 1)):
+    started = []
+    monkeypatch.setattr(core, "_helpers", lambda: started.append(core.HELPERS))
+    cases = ((1, 0), (3, 2), (None, (os.cpu_count() or 1) - 1))
+    for n, helpers in cases:
         cli.use_cpu_cores(n)
         assert core.HELPERS == helpers
+    assert started == [h for _, h in cases if h]
 
 
 def test_reproduce_one_writes_data_settings_and_chart(tmp_path, capsys):

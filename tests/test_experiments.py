@@ -296,6 +296,20 @@ def test_svm_rank_cells_in_a_helper_process_give_the_same_rows(monkeypatch):
     assert any(t.startswith("cells 6/6") for t in seen)
 
 
+@pytest.mark.parametrize("param", ["W", "KQ"])
+def test_overparameterization_svms_in_a_helper_process_give_the_same_runs(monkeypatch, param):
+    """Over-parameterization's SVMs in blocks of `BLOCK` runs shared with a helper process
+    (the CLI's way): every run judged as in one process (Frobenius for W, nuclear for K Qᵀ)."""
+    from attsvm.experiments import overparameterization as op
+    monkeypatch.setattr(op, "BLOCK", 16)
+    kw = dict(ds=(2, 4), runs=40, steps=200, param=param)
+    here = experiments.run("overparameterization", **kw)
+    monkeypatch.setattr(core, "HELPERS", 1)
+    shared = experiments.run("overparameterization", **kw)
+    for key in ("runs", "fractions"):
+        pd.testing.assert_frame_equal(shared.frames[key], here.frames[key])
+
+
 def test_regularization_paths_logsumexp_is_scipys_bit_for_bit():
     """`regularization_path.logsumexp` against scipy.special.logsumexp itself: ties at the
     maximum, −inf entries, all −inf rows, huge and tiny values, every axis form."""

@@ -187,31 +187,54 @@ def sweep(
 
 # -- helper processes ----------------------------------------------------------------------
 HELPERS = 0     # processes `ordered_map` may use beside this one (`use_helper_processes`)
+_POOL: dict = {}  # the helpers' pool, by size: started once, kept for the process's life
 
 
 def use_helper_processes(n: int | None) -> int:
     """Let `ordered_map` run work in `n` helper processes beside the caller's (default: one
-    per core but the caller's; 0: none, the default). The CLI calls it; the app does not (a
-    hosted visitor's call stays in the server's process, within its price). Returns n."""
+    per core but the caller's; 0: none, the default), and start them now: each spends ≈ 3 s
+    importing attsvm, which then overlaps the caller's own start instead of its first
+    `ordered_map`. The CLI calls it; the app does not (a hosted visitor's call stays in the
+    server's process, within its price). Returns n."""
     global HELPERS
     HELPERS = max(0, int((os.cpu_count() or 1) - 1 if n is None else n))
+    if HELPERS:
+        _helpers()
     return HELPERS
 
 
 def _helper_init() -> None:
-    """A helper process: one BLAS thread, as `experiments.run` gives its caller."""
+    """A helper process: one BLAS thread, as `experiments.run` gives its caller; attsvm
+    imported (the spawned process starts bare)."""
     from threadpoolctl import threadpool_limits
+
+    from .. import fastsvm, svm  # noqa: F401
     threadpool_limits(limits=1, user_api="blas")
+
+
+def _helpers():
+    """The pool of `HELPERS` spawned helper processes (spawned, not forked: JAX's threads
+    do not survive a fork); its workers start at once."""
+    pool = _POOL.get(HELPERS)
+    if pool is None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = _POOL[HELPERS] = ProcessPoolExecutor(
+            HELPERS, mp_context=multiprocessing.get_context("spawn"), initializer=_helper_init)
+        for _ in range(HELPERS):
+            pool.submit(int)            # start every worker now (they import meanwhile)
+    return pool
 
 
 def ordered_map(fn, items: list, *, progress: Progress = no_progress) -> list:
     """[fn(*item) for item in items], the items shared between this process and `HELPERS`
-    helper processes (spawned; fn must be a module-level function): this process takes them
-    from the front, the helpers from the back, so neither waits for the other, and the
-    results come back in item order. For work that is Python-bound (numpy on small
-    matrices holds the GIL between calls, so threads would not share it): svm-rank's
-    cells. The results do not depend on where an item ran (each helper keeps one BLAS
-    thread, as this process does inside `experiments.run`)."""
+    helper processes (fn must be a module-level function): this process takes them from the
+    front, the helpers from the back, so neither waits for the other, and the results come
+    back in item order. For work that is Python-bound (numpy on small matrices holds the
+    GIL between calls, so threads would not share it): svm-rank's cells. The results do not
+    depend on where an item ran (each helper keeps one BLAS thread, as this process does
+    inside `experiments.run`)."""
     items = list(items)
     out, done = [None] * len(items), 0
     if HELPERS == 0 or len(items) < 2:
@@ -219,29 +242,25 @@ def ordered_map(fn, items: list, *, progress: Progress = no_progress) -> list:
             out[k] = fn(*item)
             progress((k + 1) / len(items), f"{k + 1}/{len(items)}")
         return out
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
+    pool = _helpers()
     lo, hi = 0, len(items)
     inflight: dict = {}
-    with ProcessPoolExecutor(HELPERS, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_helper_init) as pool:
-        while lo < hi or inflight:
-            while lo < hi and len(inflight) < 2 * HELPERS:    # the helpers: from the back
-                hi -= 1
-                inflight[pool.submit(fn, *items[hi])] = hi
-            for fut in [f for f in inflight if f.done()]:
-                out[inflight.pop(fut)] = fut.result()
-                done += 1
-            if lo < hi:                                       # this process: from the front
-                out[lo] = fn(*items[lo])
-                lo += 1
-                done += 1
-            elif inflight:
-                fut = next(iter(inflight))
-                out[inflight.pop(fut)] = fut.result()
-                done += 1
-            progress(done / len(items), f"{done}/{len(items)}")
+    while lo < hi or inflight:
+        while lo < hi and len(inflight) < 2 * HELPERS:        # the helpers: from the back
+            hi -= 1
+            inflight[pool.submit(fn, *items[hi])] = hi
+        for fut in [f for f in inflight if f.done()]:
+            out[inflight.pop(fut)] = fut.result()
+            done += 1
+        if lo < hi:                                           # this process: from the front
+            out[lo] = fn(*items[lo])
+            lo += 1
+            done += 1
+        elif inflight:
+            fut = next(iter(inflight))
+            out[inflight.pop(fut)] = fut.result()
+            done += 1
+        progress(done / len(items), f"{done}/{len(items)}")
     return out
 
 

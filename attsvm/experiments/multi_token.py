@@ -44,6 +44,7 @@ from .core import (
     chunk_size,
     fmt,
     no_progress,
+    ordered_map,
     settings_dict,
     sweep,
 )
@@ -155,12 +156,24 @@ class _Drawn(Sequence):
         return p
 
 
+LABEL_BLOCK = 2048     # seeds per block of the all-+1 check (`ordered_map`)
+
+
+def _all_plus(n: int, T: int, d: int, first: int, count: int) -> list:
+    """For seeds first … first + count − 1: whether every label is +1 (`random_labels`)."""
+    return [bool(np.all(random_labels(n, T, d, seed) > 0)) for seed in range(first, first + count)]
+
+
 def _candidates(s: Settings, d: int, first: int, count: int):
     """Seeds first … first + count − 1: (the candidates' seeds, their problems (drawn when
-    read), the seeds skipped because every label is +1, known from `random_labels`)."""
+    read), the seeds skipped because every label is +1, known from `random_labels`; checked
+    in blocks shared with helper processes where the caller allows them, `ordered_map`)."""
+    blocks = [(s.n, s.T, d, lo, min(LABEL_BLOCK, first + count - lo))
+              for lo in range(first, first + count, LABEL_BLOCK)]
+    plus = [f for part in ordered_map(_all_plus, blocks) for f in part]
     seeds, skipped = [], []
-    for seed in range(first, first + count):
-        (skipped if np.all(random_labels(s.n, s.T, d, seed) > 0) else seeds).append(seed)
+    for seed, p in zip(range(first, first + count), plus, strict=True):
+        (skipped if p else seeds).append(seed)
     return seeds, _Drawn(s, d, seeds), skipped
 
 
