@@ -327,3 +327,31 @@ def test_regularization_paths_logsumexp_is_scipys_bit_for_bit():
         assert np.shape(ours) == np.shape(ref)
         np.testing.assert_array_equal(ours, ref)
     assert logsumexp(a[0]) == scipy_lse(a[0]) and isinstance(logsumexp(a[0]), float)
+
+
+def test_ordered_map_finishes_here_when_a_helper_dies(monkeypatch):
+    """A helper that dies (killed, out of memory) costs no result: `ordered_map` drops the
+    broken pool and computes what was left in this process, in item order."""
+    from concurrent.futures import Future
+    from concurrent.futures.process import BrokenProcessPool
+
+    class DyingPool:
+        """Runs the first item it is given, then breaks as a dead worker's pool does."""
+
+        def __init__(self):
+            self.calls = 0
+
+        def submit(self, fn, *args):
+            self.calls += 1
+            fut = Future()
+            if self.calls > 1:
+                raise BrokenProcessPool("a worker died")
+            fut.set_result(fn(*args))
+            return fut
+
+    pool = DyingPool()
+    monkeypatch.setattr(core, "HELPERS", 1)
+    monkeypatch.setattr(core, "_helpers", lambda: pool)
+    items = [(k, k + 1) for k in range(7)]
+    assert core.ordered_map(pow, items) == [pow(a, b) for a, b in items]
+    assert pool.calls == 2

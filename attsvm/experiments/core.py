@@ -232,18 +232,38 @@ def ordered_map(fn, items: list, *, progress: Progress = no_progress) -> list:
     helper processes (fn must be a module-level function): this process takes them from the
     front, the helpers from the back, so neither waits for the other, and the results come
     back in item order. For work that is Python-bound (numpy on small matrices holds the
-    GIL between calls, so threads would not share it): svm-rank's cells. The results do not
-    depend on where an item ran (each helper keeps one BLAS thread, as this process does
-    inside `experiments.run`)."""
+    GIL between calls, so threads would not share it): svm-rank's cells,
+    over-parameterization's SVM blocks, multi-token's all-+1 seed checks. The results do
+    not depend on where an item ran (each helper keeps one BLAS thread, as this process
+    does inside `experiments.run`); if a helper dies, this process computes what it left."""
     items = list(items)
-    out, done = [None] * len(items), 0
     if HELPERS == 0 or len(items) < 2:
+        out = [None] * len(items)
         for k, item in enumerate(items):
             out[k] = fn(*item)
             progress((k + 1) / len(items), f"{k + 1}/{len(items)}")
         return out
-    pool = _helpers()
-    lo, hi = 0, len(items)
+    from concurrent.futures.process import BrokenProcessPool
+
+    todo = _UNDONE
+    out = [todo] * len(items)
+    try:
+        _share(fn, items, out, _helpers(), progress)
+    except BrokenProcessPool:           # a helper died (killed, out of memory): go on here
+        _POOL.pop(HELPERS, None)
+        for k, item in enumerate(items):
+            if out[k] is todo:
+                out[k] = fn(*item)
+    return out
+
+
+_UNDONE = object()
+
+
+def _share(fn, items, out, pool, progress) -> None:
+    """`ordered_map`'s loop: this process from the front of `items`, `pool` from the back
+    (at most two items in flight per helper), each result into `out` at its item's place."""
+    lo, hi, done = 0, len(items), 0
     inflight: dict = {}
     while lo < hi or inflight:
         while lo < hi and len(inflight) < 2 * HELPERS:        # the helpers: from the back
@@ -261,7 +281,6 @@ def ordered_map(fn, items: list, *, progress: Progress = no_progress) -> list:
             out[inflight.pop(fut)] = fut.result()
             done += 1
         progress(done / len(items), f"{done}/{len(items)}")
-    return out
 
 
 def _slice(tr: Trajectory, n: int) -> Trajectory:
