@@ -289,6 +289,8 @@ def test_svm_rank_cells_in_a_helper_process_give_the_same_rows(monkeypatch):
     kw = dict(pairs=((5, 5), (5, 10)), ds=(2, 3, 10), runs=8, max_draws=80)
     here = experiments.run("svm-rank", **kw)
     monkeypatch.setattr(core, "HELPERS", 1)
+    for up in core._helpers()[1]:       # the helper's import done: it takes cells at once
+        up.result()
     seen = []
     shared = experiments.run("svm-rank", progress=lambda f, t: seen.append(t), **kw)
     for key in ("instances", "cells"):
@@ -305,6 +307,8 @@ def test_overparameterization_svms_in_a_helper_process_give_the_same_runs(monkey
     kw = dict(ds=(2, 4), runs=40, steps=200, param=param)
     here = experiments.run("overparameterization", **kw)
     monkeypatch.setattr(core, "HELPERS", 1)
+    for up in core._helpers()[1]:
+        up.result()
     shared = experiments.run("overparameterization", **kw)
     for key in ("runs", "fractions"):
         pd.testing.assert_frame_equal(shared.frames[key], here.frames[key])
@@ -351,7 +355,22 @@ def test_ordered_map_finishes_here_when_a_helper_dies(monkeypatch):
 
     pool = DyingPool()
     monkeypatch.setattr(core, "HELPERS", 1)
-    monkeypatch.setattr(core, "_helpers", lambda: pool)
+    monkeypatch.setattr(core, "_helpers", lambda: (pool, []))   # its workers up
     items = [(k, k + 1) for k in range(7)]
     assert core.ordered_map(pow, items) == [pow(a, b) for a, b in items]
     assert pool.calls == 2
+
+
+def test_ordered_map_does_not_wait_for_helpers_still_starting(monkeypatch):
+    """Helpers whose workers are not up yet (importing attsvm, ≈ 3 s after the CLI starts)
+    get no item: this process computes them all rather than wait."""
+    from concurrent.futures import Future
+
+    class StartingPool:
+        def submit(self, fn, *args):
+            raise AssertionError("an item went to a helper that was not up")
+
+    monkeypatch.setattr(core, "HELPERS", 1)
+    monkeypatch.setattr(core, "_helpers", lambda: (StartingPool(), [Future()]))
+    items = [(k, 2) for k in range(5)]
+    assert core.ordered_map(pow, items) == [k * k for k in range(5)]

@@ -214,17 +214,18 @@ def _helper_init() -> None:
 
 def _helpers():
     """The pool of `HELPERS` spawned helper processes (spawned, not forked: JAX's threads
-    do not survive a fork); its workers start at once."""
-    pool = _POOL.get(HELPERS)
-    if pool is None:
+    do not survive a fork), with the futures that say when its workers are up; the workers
+    start at once."""
+    entry = _POOL.get(HELPERS)
+    if entry is None:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        pool = _POOL[HELPERS] = ProcessPoolExecutor(
-            HELPERS, mp_context=multiprocessing.get_context("spawn"), initializer=_helper_init)
-        for _ in range(HELPERS):
-            pool.submit(int)            # start every worker now (they import meanwhile)
-    return pool
+        pool = ProcessPoolExecutor(HELPERS, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_helper_init)
+        # start every worker now: each imports attsvm before its first task
+        entry = _POOL[HELPERS] = (pool, [pool.submit(int) for _ in range(HELPERS)])
+    return entry
 
 
 def ordered_map(fn, items: list, *, progress: Progress = no_progress) -> list:
@@ -260,13 +261,17 @@ def ordered_map(fn, items: list, *, progress: Progress = no_progress) -> list:
 _UNDONE = object()
 
 
-def _share(fn, items, out, pool, progress) -> None:
-    """`ordered_map`'s loop: this process from the front of `items`, `pool` from the back
-    (at most two items in flight per helper), each result into `out` at its item's place."""
+def _share(fn, items, out, helpers, progress) -> None:
+    """`ordered_map`'s loop: this process from the front of `items`, the pool of `helpers`
+    from the back (at most two items in flight per helper, and none before its workers are
+    up: a command's first items never wait for the helpers' import), each result into `out`
+    at its item's place."""
+    pool, started = helpers
     lo, hi, done = 0, len(items), 0
     inflight: dict = {}
     while lo < hi or inflight:
-        while lo < hi and len(inflight) < 2 * HELPERS:        # the helpers: from the back
+        up = all(f.done() for f in started)
+        while up and lo < hi and len(inflight) < 2 * HELPERS:  # the helpers: from the back
             hi -= 1
             inflight[pool.submit(fn, *items[hi])] = hi
         for fut in [f for f in inflight if f.done()]:
