@@ -128,17 +128,29 @@ def fill(args) -> int:
     return 0
 
 
-def use_cpu_cores(n: int | None) -> None:
+def use_cpu_cores(n: int | None, *, helpers: bool = True) -> None:
     """Expose `n` CPU devices to JAX (default: one per core; `model.use_cpu_cores`, which
-    importing attsvm already did unless the user chose), let Python-bound work use n − 1
-    helper processes beside this one (`experiments.core.use_helper_processes`), and keep
-    compiled programs on disk for the next command (`model.use_compile_cache`)."""
+    importing attsvm already did unless the user chose), start n − 1 helper processes
+    beside this one for Python-bound work when `helpers` (`experiments.core.
+    use_helper_processes`), and keep compiled programs on disk for the next command
+    (`model.use_compile_cache`)."""
     from .experiments.core import use_helper_processes
     from .model import use_compile_cache, use_cpu_cores as expose
 
     expose(n)
-    use_helper_processes(None if n is None else n - 1)
+    use_helper_processes(0 if not helpers else None if n is None else n - 1)
     use_compile_cache()
+
+
+def _helped(args) -> bool:
+    """Whether the command runs an experiment that pays for helper processes (≈ 3 s of
+    import each, `experiments.uses_helpers`): `fill` computes them all; `reproduce` only
+    if one of its experiments does."""
+    if args.command == "fill":
+        return True
+    names = GROUPS.get(args.name, [args.name])
+    known = set(experiments.EXPERIMENTS) | set(experiments.FOLLOWUPS)
+    return any(experiments.uses_helpers(name) for name in names if name in known)
 
 
 def add_cpu_devices_option(parser: argparse.ArgumentParser) -> None:
@@ -189,7 +201,7 @@ def main(argv=None) -> int:
             for name in experiments.EXPERIMENTS + experiments.FOLLOWUPS:
                 print(f"{name:<22} {experiments.title(name)}")
             return 0
-        use_cpu_cores(args.cpu_devices)
+        use_cpu_cores(args.cpu_devices, helpers=_helped(args))
         return fill(args) if args.command == "fill" else reproduce(args)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -62,6 +62,20 @@ def test_cpu_devices_also_sets_the_helper_processes(monkeypatch):
         cli.use_cpu_cores(n)
         assert core.HELPERS == helpers
     assert started == [h for _, h in cases if h]
+    cli.use_cpu_cores(3, helpers=False)
+    assert core.HELPERS == 0 and started == [h for _, h in cases if h]
+
+
+def test_helpers_are_started_only_for_experiments_they_pay_for():
+    """`reproduce` starts helper processes (≈ 3 s of import each) only when one of its
+    experiments shares work with them (svm-rank, over-parameterization); `fill` always."""
+    from argparse import Namespace as Args
+    helped = {name: cli._helped(Args(command="reproduce", name=name))
+              for name in ("all", "svm-rank", "overparameterization", "multi-token",
+                           "followups", "no-such-experiment")}
+    assert helped == {"all": True, "svm-rank": True, "overparameterization": True,
+                      "multi-token": False, "followups": False, "no-such-experiment": False}
+    assert cli._helped(Args(command="fill"))
 
 
 def test_reproduce_one_writes_data_settings_and_chart(tmp_path, capsys):

@@ -83,6 +83,13 @@ def notes(name: str) -> tuple:
     return getattr(_module(name), "NOTES", ())
 
 
+def uses_helpers(name: str) -> bool:
+    """Whether the experiment shares enough Python-bound work with helper processes
+    (`core.ordered_map`) to pay for starting them (`HELPED` in its module: svm-rank,
+    over-parameterization); the CLI starts them only then."""
+    return bool(getattr(_module(name), "HELPED", False))
+
+
 def settings(name: str, **overrides):
     """The experiment's Settings: the paper's defaults, with `overrides` (validated)."""
     m = _module(name)
@@ -139,6 +146,7 @@ def check(name: str, settings_=None, **overrides) -> budget.Price:
 
 
 __all__ = ["EXPERIMENTS", "Result", "run", "settings", "title", "paper_statistic", "notes",
+           "uses_helpers",
            "price", "check"]
 
 

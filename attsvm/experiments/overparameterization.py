@@ -33,6 +33,7 @@ from .core import (
 )
 
 NAME = "overparameterization"
+HELPED = True   # its SVMs go to helper processes where allowed (`core.ordered_map`)
 BLOCK = 64      # runs per block of SVMs (`ordered_map`); the answers do not depend on it
 TITLE = "Over-parameterization: share of GD runs reaching the global / a local optimum"
 # docs/theory.md §4 E6 (official-code re-run, 50 runs per d, n=6, T=8)

@@ -38,6 +38,7 @@ from .core import (
 )
 
 NAME = "svm-rank"
+HELPED = True   # its SVMs go to helper processes where allowed (`core.ordered_map`)
 TITLE = "Rank of W^mm (Frobenius) vs W^mm_* (nuclear) as d grows"
 STYLES = ("accurate", "published")
 PAPER = (
