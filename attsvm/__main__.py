@@ -156,8 +156,8 @@ def _helped(args) -> bool:
 def add_cpu_devices_option(parser: argparse.ArgumentParser) -> None:
     """The --cpu-devices option, for `use_cpu_cores`."""
     parser.add_argument("--cpu-devices", type=int, default=None,
-                        help="CPU devices for JAX sweeps, and processes for svm-rank's "
-                             "cells (default: one per core)")
+                        help="CPU devices for JAX sweeps, and processes for the experiments' "
+                             "Python-bound SVM work (default: one per core)")
 
 
 def main(argv=None) -> int:

@@ -301,11 +301,12 @@ def test_svm_rank_cells_in_a_helper_process_give_the_same_rows(monkeypatch):
 @pytest.mark.parametrize("param", ["W", "KQ"])
 def test_overparameterization_svms_in_a_helper_process_give_the_same_runs(monkeypatch, param):
     """Over-parameterization's SVMs in blocks of `BLOCK` runs shared with a helper process
-    (the CLI's way): every run judged as in one process (Frobenius for W, nuclear for K Qᵀ)."""
+    (the CLI's way): every run judged as in one process and in one block (40 runs < the
+    default 64), Frobenius for W, nuclear for K Qᵀ."""
     from attsvm.experiments import overparameterization as op
-    monkeypatch.setattr(op, "BLOCK", 16)
     kw = dict(ds=(2, 4), runs=40, steps=200, param=param)
     here = experiments.run("overparameterization", **kw)
+    monkeypatch.setattr(op, "BLOCK", 16)
     monkeypatch.setattr(core, "HELPERS", 1)
     for up in core._helpers()[1]:
         up.result()

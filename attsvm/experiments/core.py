@@ -261,6 +261,12 @@ def ordered_map(fn, items: list, *, progress: Progress = no_progress) -> list:
 _UNDONE = object()
 
 
+def ordered_concat(fn, items: list, *, progress: Progress = no_progress) -> list:
+    """`ordered_map` of a function returning lists, the lists joined in item order (the
+    experiments' blocks: cells of rows, blocks of runs, blocks of seeds)."""
+    return [x for part in ordered_map(fn, items, progress=progress) for x in part]
+
+
 def _share(fn, items, out, helpers, progress) -> None:
     """`ordered_map`'s loop: this process from the front of `items`, the pool of `helpers`
     from the back (at most two items in flight per helper, and none before its workers are

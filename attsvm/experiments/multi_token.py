@@ -44,7 +44,7 @@ from .core import (
     chunk_size,
     fmt,
     no_progress,
-    ordered_map,
+    ordered_concat,
     settings_dict,
     sweep,
 )
@@ -123,15 +123,12 @@ def generalized_svm(prob, W, s, select):
 
 
 def _classify(s, select, mask):
-    """'ambiguous', 'nothing_masked' or 'ok' for final softmaxes (..., n, T): one kind per
-    leading index (a str for a single (n, T) softmax), the authors' rules in that order."""
-    s = np.asarray(s)
-    lead = s.shape[:-2]
-    flat = s.reshape(lead + (-1,))
+    """'ambiguous', 'nothing_masked' or 'ok' for a chunk's final softmaxes (B, n, T), one
+    per run: the authors' rules in that order."""
+    flat = np.asarray(s).reshape(len(s), -1)
     ambiguous = np.any((flat > mask) & (flat <= select), axis=-1)
     masked = np.any(flat <= mask, axis=-1)
-    kinds = np.where(ambiguous, "ambiguous", np.where(masked, "ok", "nothing_masked"))
-    return str(kinds) if not lead else kinds
+    return np.where(ambiguous, "ambiguous", np.where(masked, "ok", "nothing_masked"))
 
 
 class _Drawn(Sequence):
@@ -156,7 +153,7 @@ class _Drawn(Sequence):
         return p
 
 
-LABEL_BLOCK = 2048     # seeds per block of the all-+1 check (`ordered_map`)
+LABEL_BLOCK = 2048     # seeds per block of the all-+1 check (`ordered_concat`)
 
 
 def _all_plus(n: int, T: int, d: int, first: int, count: int) -> list:
@@ -167,10 +164,10 @@ def _all_plus(n: int, T: int, d: int, first: int, count: int) -> list:
 def _candidates(s: Settings, d: int, first: int, count: int):
     """Seeds first … first + count − 1: (the candidates' seeds, their problems (drawn when
     read), the seeds skipped because every label is +1, known from `random_labels`; checked
-    in blocks shared with helper processes where the caller allows them, `ordered_map`)."""
+    in blocks shared with helper processes where the caller allows them, `ordered_concat`)."""
     blocks = [(s.n, s.T, d, lo, min(LABEL_BLOCK, first + count - lo))
               for lo in range(first, first + count, LABEL_BLOCK)]
-    plus = [f for part in ordered_map(_all_plus, blocks) for f in part]
+    plus = ordered_concat(_all_plus, blocks)
     seeds, skipped = [], []
     for seed, p in zip(range(first, first + count), plus, strict=True):
         (skipped if p else seeds).append(seed)

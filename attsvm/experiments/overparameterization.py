@@ -27,14 +27,14 @@ from .core import (
     check_settings,
     fmt,
     no_progress,
-    ordered_map,
+    ordered_concat,
     settings_dict,
     train_settings,
 )
 
 NAME = "overparameterization"
 HELPED = True   # its SVMs go to helper processes where allowed (`core.ordered_map`)
-BLOCK = 64      # runs per block of SVMs (`ordered_map`); the answers do not depend on it
+BLOCK = 64      # runs per block of SVMs (`ordered_concat`); the answers do not depend on it
 TITLE = "Over-parameterization: share of GD runs reaching the global / a local optimum"
 # docs/theory.md §4 E6 (official-code re-run, 50 runs per d, n=6, T=8)
 REFERENCE = {
@@ -86,11 +86,10 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
         alphas = list(tr["probs"][:, -1].argmax(-1))
         progress(base + 0.92 * share, f"d={d}: SVMs")
         # the runs' SVMs in blocks, shared with helper processes where the caller allows
-        # them (`core.ordered_map`; the CLI does), while the next d's GD waits
+        # them (`core.ordered_concat`; the CLI does), while the next d's GD waits
         blocks = [(probs[k:k + BLOCK], alphas[k:k + BLOCK], norm_for(s.param))
                   for k in range(0, len(probs), BLOCK)]
-        judged = [c for part in ordered_map(classify_runs, blocks) for c in part]
-        for r, c in enumerate(judged):
+        for r, c in enumerate(ordered_concat(classify_runs, blocks)):
             rows.append(
                 dict(
                     d=d,

@@ -33,7 +33,7 @@ from .core import (
     check_settings,
     fmt,
     no_progress,
-    ordered_map,
+    ordered_concat,
     settings_dict,
 )
 
@@ -175,8 +175,7 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
     cell = _cell_accurate if s.style == "accurate" else _cell_published
     # the cells are independent and Python-bound: shared with helper processes where the
     # caller allows them (`core.ordered_map`; the CLI does), rows in cell order either way
-    per_cell = ordered_map(cell, cells, progress=lambda f, t: progress(f, f"cells {t}"))
-    rows = [r for part in per_cell for r in part]
+    rows = ordered_concat(cell, cells, progress=lambda f, t: progress(f, f"cells {t}"))
     inst = pd.DataFrame(rows)
     used = inst[inst.used]
     agg = []
