@@ -259,6 +259,40 @@ def test_sweeps_give_identical_numbers_on_1_and_4_devices():
     assert one["alpha"] == four["alpha"]
 
 
+def test_a_stream_reads_its_chunks_as_devices_free_up_and_a_run_ignores_its_neighbours():
+    """`core.stream` on an endless stream of chunks: a consumer that stops after three has
+    read at most D + 1 more (D devices), and each run is bit for bit what it is in other
+    company (other neighbours, another place in its chunk, a padded chunk): multi-token's
+    chunk boundaries move with its all-+1 seeds and must not move its numbers."""
+    import itertools
+
+    import jax
+
+    kw = dict(param="W", steps=60, lr=0.1, record_every=20, centred=False, eps=2.0**-52)
+    read = []
+
+    def chunks():
+        for k in itertools.count():
+            read.append(k)
+            seeds = list(range(1 + 3 * k, 4 + 3 * k))           # 3 new seeds a chunk
+            ps = [attsvm.random_problem(3, 4, 5, seed=x, head="relu") for x in seeds]
+            yield seeds, (lambda ps=ps: ps), seeds
+
+    got = {}
+    for seeds, tr in core.stream(chunks(), 4, **kw):
+        got.update({x: (tr.W[b], tr.probs[b]) for b, x in enumerate(seeds)})
+        if len(got) == 9:
+            break
+    assert len(read) <= 3 + len(jax.devices()) + 1
+    # seeds 2 … 9 four to a chunk (the stream had three and a repeated pad in each)
+    ps = [attsvm.random_problem(3, 4, 5, seed=x, head="relu") for x in range(2, 10)]
+    for idx, tr in core.sweep(ps, indices=list(range(2, 10)), chunk=4, **kw):
+        for b, k in enumerate(idx):
+            W, s = got[k + 2]
+            np.testing.assert_array_equal(tr.W[b], W)
+            np.testing.assert_array_equal(tr.probs[b], s)
+
+
 def test_multi_token_classifies_a_chunk_as_the_authors_loop_does_one_run():
     """`multi_token._classify` on a chunk of final softmaxes: per run, the notebook's rules in
     order (an entry in (mask, select] → ambiguous; else no entry ≤ mask → nothing masked;

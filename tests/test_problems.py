@@ -120,14 +120,39 @@ def test_check_alpha_accepts_integral_floats_and_rejects_masked_tokens():
         check_alpha(causal, bad)
 
 
+def _reference_random(n, T, d, seed, queries):
+    """The draw `random_problem`'s docstring states, written out: default_rng(seed), then v,
+    X, Z, Y, V in that order, one call each, each row divided by np.linalg.norm."""
+    rng = np.random.default_rng(seed)
+    unit = lambda a: a / np.linalg.norm(a, axis=-1, keepdims=True)  # noqa: E731
+    v = unit(rng.standard_normal(d))
+    X = unit(rng.standard_normal((n, T, d)))
+    Z = unit(rng.standard_normal((n, d) if queries == "single" else (n, T, d)))
+    Y = rng.choice([-1.0, 1.0], size=(n,) if queries == "single" else (n, T))
+    V = rng.standard_normal((d, d))
+    return dict(v=v, X=X, Z=Z, Y=Y, V=V / np.linalg.norm(V))
+
+
 @pytest.mark.parametrize("queries", ["single", "sequence"])
-def test_random_labels_are_the_labels_random_problem_draws(queries):
-    """multi-token skips all-+1 seeds by `random_labels` before drawing the problems."""
+def test_random_problem_and_candidate_draw_the_stated_order_exactly(queries):
+    """Bit for bit the reference draw; `random_candidate` (multi-token's skip of the all-+1
+    seeds) is None exactly when every label is +1 and the same problem otherwise."""
+    nones = 0
     for seed in range(60):
         for n, T, d in ((3, 4, 4), (3, 4, 10), (1, 2, 1), (6, 8, 7)):
-            want = attsvm.random_problem(n, T, d, seed=seed, head="relu", queries=queries).Y
-            np.testing.assert_array_equal(
-                attsvm.problems.random_labels(n, T, d, seed, queries=queries), want)
+            want = _reference_random(n, T, d, seed, queries)
+            p = attsvm.random_problem(n, T, d, seed=seed, head="relu", queries=queries)
+            for k, a in want.items():
+                np.testing.assert_array_equal(getattr(p, k), a, err_msg=k)
+            c = attsvm.problems.random_candidate(n, T, d, seed, head="relu", queries=queries)
+            if np.all(want["Y"] > 0):
+                assert c is None
+                nones += 1
+            else:
+                for k, a in want.items():
+                    np.testing.assert_array_equal(getattr(c, k), a, err_msg=k)
+                assert c.name == p.name
+    assert 0 < nones < 240
 
 
 @pytest.mark.parametrize("kw", [dict(head="relu"), dict(head="linear"),

@@ -148,41 +148,73 @@ def sweep(
     if B == 0:
         return
     C = chunk or chunk_size(B)
-    m = train_kw.get("m")
     indices = range(B) if indices is None else indices
     if len(indices) != B:
         raise ValueError(f"`indices` must have one entry per problem ({B}); got {len(indices)}")
-    starts = list(range(0, B, C))
+
+    def chunks():
+        for lo in range(0, B, C):
+            hi = min(lo + C, B)
+            # the problems are read in the worker thread (a lazy sequence draws them there)
+            yield np.arange(lo, hi), (lambda lo=lo, hi=hi: probs[lo:hi]), indices[lo:hi]
+
+    done = 0
+    for idx, tr in stream(chunks(), C, param=param, seed=seed, **train_kw):
+        done += len(idx)
+        progress(done / B, f"gradient descent: {done}/{B} runs")
+        yield idx, tr
+
+
+def stream(chunks: Iterator, size: int, *, param: str = "W", seed: int = 0,
+           **train_kw) -> Iterator[tuple]:
+    """GD on a stream of chunks of problems of one shape, each padded to `size` runs (one
+    compiled program); yields (key, batched Trajectory) per chunk, in order.
+
+    chunks: items (key, draw, indices): `draw()` returns the chunk's problems (called in a
+    worker thread, so drawing them overlaps the devices' GD), problem b starts from
+    `default_init(…, seed=seed, index=indices[b])`. Items are taken from `chunks` only as
+    devices free up, so the stream may be long or endless (multi-token's candidate seeds)
+    and reading an item (in this thread) overlaps the devices' GD too. Chunk k runs on
+    device k mod D; one chunk per device is in flight and one more is being prepared
+    (drawn, padded) while the caller handles the chunk it was given, so the devices do not
+    wait for either: a caller that stops early wastes at most D + 1 chunks, and those
+    still running finish in the background. train_kw: as `sweep`."""
+    m = train_kw.get("m")
     devices = jax.devices()
+    depth = len(devices) + 1
 
-    def job(k):
-        """Chunk k on its device, in a worker thread: its problems are read (a lazy sequence
-        draws them here) and its inits drawn here too, while the other cores run GD."""
-        lo = starts[k]
-        hi = min(lo + C, B)
-        ps = list(probs[lo:hi])
+    def job(k, draw, inds):
+        ps = list(draw())
+        n = len(ps)
         ins = [default_init(p, param, seed=seed, m=m, index=int(i))
-               for p, i in zip(ps, indices[lo:hi], strict=True)]
-        pad = C - len(ps)  # same shape for every chunk: one compile
-        ps += [ps[-1]] * pad
-        ins += [ins[-1]] * pad
-        tr = train_batch(
-            ps, param=param, seed=seed, init=ins, devices=[devices[k % len(devices)]], **train_kw
-        )
-        return np.arange(lo, hi), _slice(tr, hi - lo)
+               for p, i in zip(ps, inds, strict=True)]
+        ps += [ps[-1]] * (size - n)         # same shape for every chunk: one compile
+        ins += [ins[-1]] * (size - n)
+        tr = train_batch(ps, param=param, seed=seed, init=ins,
+                         devices=[devices[k % len(devices)]], **train_kw)
+        return _slice(tr, n)
 
-    # at most one chunk in flight per device: a consumer that stops early (enough accepted
-    # runs) wastes no more than that
-    with ThreadPoolExecutor(max_workers=len(devices)) as pool:
-        pending, nxt, done = deque(), 0, 0
-        while pending or nxt < len(starts):
-            while nxt < len(starts) and len(pending) < len(devices):
-                pending.append(pool.submit(job, nxt))
-                nxt += 1
-            idx, tr = pending.popleft().result()
-            done += len(idx)
-            progress(done / B, f"gradient descent: {done}/{B} runs")
-            yield idx, tr
+    pool = ThreadPoolExecutor(max_workers=depth)
+    items = enumerate(chunks)
+    pending: deque = deque()
+
+    def fill():
+        while len(pending) < depth:
+            nxt = next(items, None)
+            if nxt is None:
+                return
+            k, (key, draw, inds) = nxt
+            pending.append((key, pool.submit(job, k, draw, inds)))
+
+    try:
+        fill()
+        while pending:
+            key, fut = pending.popleft()
+            tr = fut.result()
+            fill()              # the freed device's next chunk, before the caller's work
+            yield key, tr
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 # -- helper processes ----------------------------------------------------------------------

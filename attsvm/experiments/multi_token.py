@@ -12,14 +12,13 @@ until `runs` seeds are accepted per d. O_i = {t : s_it > 1e-3}. Compared directi
     Att-SVM at α_i = argmax_t s_it;
 1 − corr(W(k), ·) per record; scatter of max_{i, τ ∉ O_i} s_iτ against the final 1 − corr.
 
-Speed: candidates are trained in large batches (one compiled program, every device), the
-filter runs on the final softmax, and the SVMs (exact least-distance programs, see
+Speed: candidates stream through fixed chunks (one compiled program, every device, `stream`),
+the filter runs on the final softmax, and the SVMs (exact least-distance programs, see
 `fastsvm`) are solved for accepted runs only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,7 +27,7 @@ import pandas as pd
 from .. import fastsvm
 from ..metrics import correlation
 from ..optimizers import AUTHORS_GRADIENT
-from ..problems import check_float, random_labels, random_problem
+from ..problems import check_float, random_candidate
 from ..svm import (
     constraint_rows,
     fit_direction,
@@ -44,9 +43,8 @@ from .core import (
     chunk_size,
     fmt,
     no_progress,
-    ordered_concat,
     settings_dict,
-    sweep,
+    stream,
 )
 
 NAME = "multi-token"
@@ -131,47 +129,25 @@ def _classify(s, select, mask):
     return np.where(ambiguous, "ambiguous", np.where(masked, "ok", "nothing_masked"))
 
 
-class _Drawn(Sequence):
-    """The candidate problems of a round, each drawn when first read and kept: the sweep
-    reads a chunk's problems in its worker thread, so drawing them (46 760 at the paper's
-    settings, ≈ 0.15 ms each) overlaps the other core's GD instead of holding both cores
-    idle before the round."""
-
-    def __init__(self, s: Settings, d: int, seeds: list):
-        self.s, self.d, self.seeds, self.drawn = s, d, seeds, {}
-
-    def __len__(self) -> int:
-        return len(self.seeds)
-
-    def __getitem__(self, k):
-        if isinstance(k, slice):
-            return [self[i] for i in range(*k.indices(len(self)))]
-        p = self.drawn.get(k)
-        if p is None:
-            p = self.drawn[k] = random_problem(self.s.n, self.s.T, self.d, seed=self.seeds[k],
-                                               head="relu")
-        return p
-
-
-LABEL_BLOCK = 2048     # seeds per block of the all-+1 check (`ordered_concat`)
-
-
-def _all_plus(n: int, T: int, d: int, first: int, count: int) -> list:
-    """For seeds first … first + count − 1: whether every label is +1 (`random_labels`)."""
-    return [bool(np.all(random_labels(n, T, d, seed) > 0)) for seed in range(first, first + count)]
-
-
-def _candidates(s: Settings, d: int, first: int, count: int):
-    """Seeds first … first + count − 1: (the candidates' seeds, their problems (drawn when
-    read), the seeds skipped because every label is +1, known from `random_labels`; checked
-    in blocks shared with helper processes where the caller allows them, `ordered_concat`)."""
-    blocks = [(s.n, s.T, d, lo, min(LABEL_BLOCK, first + count - lo))
-              for lo in range(first, first + count, LABEL_BLOCK)]
-    plus = ordered_concat(_all_plus, blocks)
-    seeds, skipped = [], []
-    for seed, p in zip(range(first, first + count), plus, strict=True):
-        (skipped if p else seeds).append(seed)
-    return seeds, _Drawn(s, d, seeds), skipped
+def _chunks(s: Settings, d: int, size: int, skipped: list):
+    """The candidates at dimension d, in seed order from `first_seed`, in chunks of `size`
+    (the last one shorter where `max_seeds` ends them): items (seeds, problems) for
+    `stream`. The seeds whose labels are all +1 are left out (appended to `skipped`;
+    `random_candidate` finds them before drawing the rest). Read one chunk at a time, as
+    `stream` needs them, so the drawing overlaps GD."""
+    seed, end = s.first_seed, s.first_seed + s.max_seeds
+    while seed < end:
+        seeds, probs = [], []
+        while len(seeds) < size and seed < end:
+            p = random_candidate(s.n, s.T, d, seed, head="relu")
+            if p is None:
+                skipped.append(seed)
+            else:
+                seeds.append(seed)
+                probs.append(p)
+            seed += 1
+        if seeds:
+            yield (seeds, probs), (lambda probs=probs: probs), seeds
 
 
 def _judge(s: Settings, p, W, sf):
@@ -185,30 +161,31 @@ def _judge(s: Settings, p, W, sf):
     return None, dict(W=W, s=sf, gen=gen, one=one)
 
 
-def _round(s: Settings, d: int, first: int, want: int, accepted: list, tally: dict, msg):
-    """One round: seeds first … first + want − 1 trained in one sweep, judged in seed order
-    until `s.runs` are accepted. Returns the last seed whose outcome counts (the sweep stops
-    its remaining chunks once enough runs are accepted)."""
-    seeds, probs, skipped = _candidates(s, d, first, want)
-    last = first + want - 1
-    for idx, tr in sweep(
-        probs,
+def _accept(s: Settings, d: int, msg):
+    """The authors' acceptance loop at dimension d: candidate seeds in order, trained in
+    fixed chunks as the devices free up (`_chunks`, `stream`) and judged in seed order until
+    `s.runs` are accepted or `s.max_seeds` seeds tried. A run's numbers depend only on its
+    problem, its init and the chunk size (fixed: `chunk_size(10**9)`), so on nothing else
+    in its chunk."""
+    accepted, tally = [], dict(all_plus=0, ambiguous=0, nothing_masked=0, infeasible=0)
+    skipped: list = []
+    C = chunk_size(10**9)
+    last, trained = s.first_seed + s.max_seeds - 1, 0
+    for (seeds, probs), tr in stream(
+        _chunks(s, d, C, skipped),
+        C,
         param="W",
         steps=s.steps,
         lr=s.lr,
         **AUTHORS_GRADIENT,  # the official code's loop: its numbers are the reference
         seed=s.seed,
         record_every=s.record_every,
-        indices=seeds,
-        chunk=chunk_size(10**9),  # fixed chunk: numbers independent of batch rounds
-        progress=msg,
     ):
         finals = tr.probs[:, -1]
         kinds = _classify(finals, s.select, s.mask)     # the whole chunk at once
-        for b, k in enumerate(idx):
-            seed = seeds[k]
+        for b, seed in enumerate(seeds):
             kind, acc = ((str(kinds[b]), None) if kinds[b] != "ok"
-                         else _judge(s, probs[k], tr.W[b], finals[b]))
+                         else _judge(s, probs[b], tr.W[b], finals[b]))
             if kind is not None:
                 tally[kind] += 1
             else:
@@ -216,28 +193,14 @@ def _round(s: Settings, d: int, first: int, want: int, accepted: list, tally: di
             if len(accepted) >= s.runs:
                 last = seed
                 break
+        trained += len(seeds)
+        msg(len(accepted) / s.runs,
+            f"gradient descent: {trained} runs; accepted {len(accepted)}/{s.runs}")
         if len(accepted) >= s.runs:
             break
     # count only the all-+1 seeds up to the last seed examined
-    tally["all_plus"] += sum(1 for sd in skipped if sd <= last)
-    return last
-
-
-def _accept(s: Settings, d: int, msg):
-    """The authors' acceptance loop at dimension d: rounds of candidate seeds, each sized by
-    the acceptance rate so far, until `s.runs` runs are accepted or `s.max_seeds` tried."""
-    accepted, tally = [], dict(all_plus=0, ambiguous=0, nothing_masked=0, infeasible=0)
-    C = chunk_size(10**9)
-    next_seed, tried, rate = s.first_seed, 0, 0.25
-    while len(accepted) < s.runs and tried < s.max_seeds:
-        n_ok = len(accepted)
-        want = int(min(s.max_seeds - tried, max(C, 1.1 * (s.runs - n_ok) / max(rate, 1e-3))))
-        want = min(s.max_seeds - tried, -(-want // C) * C)
-        last = _round(s, d, next_seed, want, accepted, tally,
-                      lambda f, t: msg(f, f"{t}; accepted {len(accepted)}/{s.runs}"))
-        seen = last - next_seed + 1
-        next_seed, tried = last + 1, tried + seen
-        rate = max(len(accepted) - n_ok, 1) / max(seen, 1)
+    tally["all_plus"] = sum(1 for x in skipped if x <= last)
+    tried = last - s.first_seed + 1
     return accepted, dict(d=d, seeds_tried=tried, accepted=len(accepted), **tally)
 
 
