@@ -206,6 +206,10 @@ def main(argv=None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        from .experiments.core import stop_helper_processes
+
+        stop_helper_processes()         # now, rather than each winding down at exit
 
 
 if __name__ == "__main__":

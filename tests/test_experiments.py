@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -409,3 +410,32 @@ def test_ordered_map_does_not_wait_for_helpers_still_starting(monkeypatch):
     monkeypatch.setattr(core, "_helpers", lambda: (StartingPool(), [Future()]))
     items = [(k, 2) for k in range(5)]
     assert core.ordered_map(pow, items) == [k * k for k in range(5)]
+
+
+def test_stopped_helpers_are_gone_and_a_later_map_starts_new_ones(monkeypatch):
+    """`stop_helper_processes` (the CLI, after its command) ends the helper processes at
+    once; `ordered_map` afterwards starts a fresh pool and gives the same answers."""
+    monkeypatch.setattr(core, "HELPERS", 1)
+    monkeypatch.setattr(core, "_POOL", {})
+    items = [(k, 2) for k in range(6)]
+    pool, started = core._helpers()
+    for f in started:
+        f.result(timeout=120)                      # its worker is up
+    workers = list(pool._processes.values())
+    assert workers and all(w.is_alive() for w in workers)
+    core.stop_helper_processes()
+    assert core._POOL == {}
+
+    def gone(pid):                                 # exited (a zombie until reaped) or reaped
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] in "ZX"
+        except FileNotFoundError:
+            return True
+
+    deadline = time.monotonic() + 30
+    while not all(gone(w.pid) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(gone(w.pid) for w in workers)
+    assert core.ordered_map(pow, items) == [k * k for k in range(6)]
+    core.stop_helper_processes()
