@@ -278,9 +278,9 @@ def ordered_map(fn, items: list, *, progress: Progress = no_progress) -> list:
     front, the helpers from the back, so neither waits for the other, and the results come
     back in item order. For work that is Python-bound (numpy on small matrices holds the
     GIL between calls, so threads would not share it): svm-rank's cells,
-    over-parameterization's SVM blocks, multi-token's all-+1 seed checks. The results do
-    not depend on where an item ran (each helper keeps one BLAS thread, as this process
-    does inside `experiments.run`); if a helper dies, this process computes what it left."""
+    over-parameterization's SVM blocks. The results do not depend on where an item ran
+    (each helper keeps one BLAS thread, as this process does inside `experiments.run`); if
+    a helper dies, this process computes what it left."""
     items = list(items)
     if HELPERS == 0 or len(items) < 2:
         out = [None] * len(items)
@@ -307,7 +307,7 @@ _UNDONE = object()
 
 def ordered_concat(fn, items: list, *, progress: Progress = no_progress) -> list:
     """`ordered_map` of a function returning lists, the lists joined in item order (the
-    experiments' blocks: cells of rows, blocks of runs, blocks of seeds)."""
+    experiments' blocks: cells of rows, blocks of runs)."""
     return [x for part in ordered_map(fn, items, progress=progress) for x in part]
 
 
