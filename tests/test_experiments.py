@@ -333,6 +333,45 @@ def test_svm_rank_cells_in_a_helper_process_give_the_same_rows(monkeypatch):
     assert any(t.startswith("cells 6/6") for t in seen)
 
 
+def test_regularization_paths_in_a_helper_process_give_the_same_rows(monkeypatch):
+    """The K Qᵀ path in a spawned helper (it takes the last item) while this process runs
+    the W path: each path reads its own stretch of the restarts' random stream, so the rows
+    are identical to the paths computed one after the other here."""
+    kw = dict(n=3, T=4, d=4, radii=5, r_max=50.0, restarts=1)
+    here = experiments.run("regularization-path", **kw).frames["path"]
+    monkeypatch.setattr(core, "HELPERS", 1)
+    for up in core._helpers()[1]:
+        up.result()
+    shared = experiments.run("regularization-path", **kw).frames["path"]
+    pd.testing.assert_frame_equal(shared, here)
+    assert set(here.param) == {"W", "KQ"}
+
+
+def test_a_regularization_path_skips_exactly_the_normals_the_paths_before_it_draw(monkeypatch):
+    """`_draws` counts the standard normals a path draws for its starts, so the K Qᵀ path,
+    started `_draws(W)` normals into the stream, reads what one loop over both paths read."""
+    from attsvm.experiments import regularization_path as rp
+
+    made, real = [], np.random.default_rng
+
+    class Counting:
+        def __init__(self, seed):
+            self.g, self.n = real(seed), 0
+            made.append(self)
+
+        def standard_normal(self, size):
+            self.n += int(np.prod(size))
+            return self.g.standard_normal(size)
+
+    s = rp.Settings(n=3, T=4, d=4, radii=5, r_max=50.0, restarts=2)
+    prob = attsvm.random_problem(3, 4, 4, seed=0)
+    monkeypatch.setattr(rp.np.random, "default_rng", Counting)
+    W = np.eye(4)
+    for param, skip in (("W", 0), ("KQ", 7)):
+        rp._path(s, prob, param, skip, W, None)
+        assert made[-1].n == skip + rp._draws(s, param)
+
+
 @pytest.mark.parametrize("param", ["W", "KQ"])
 def test_overparameterization_svms_in_a_helper_process_give_the_same_runs(monkeypatch, param):
     """Over-parameterization's SVMs in blocks of `BLOCK` runs shared with a helper process

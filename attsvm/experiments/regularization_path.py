@@ -27,9 +27,19 @@ from scipy.optimize import minimize
 from ..metrics import correlation
 from ..problems import check_float, check_subset, random_problem, token_scores
 from ..svm import solve_att_svm
-from .core import Progress, Result, check_settings, fmt, no_progress, settings_dict
+from .core import (
+    Progress,
+    Result,
+    check_settings,
+    fmt,
+    no_progress,
+    ordered_concat,
+    settings_dict,
+)
 
 NAME = "regularization-path"
+# not HELPED: its two paths (≈ 1 s each) do not pay for starting a helper, but share one
+# that another experiment started (`reproduce all`)
 TITLE = "Regularization path: argmin over the norm ball, against the SVM directions"
 PAPER = (
     "theorems (no experiment in the authors' repository): corr(W_R, W^mm) → 1 and "
@@ -141,9 +151,70 @@ def _on_sphere(fun, radius, x0):
     return float(res.fun), radius * x
 
 
+def _size(s: Settings, param: str) -> int:
+    """The numbers of one point of the path: W (d²) or K and Q (2d²)."""
+    return s.d * s.d * (1 if param == "W" else 2)
+
+
+def _draws(s: Settings, param: str) -> int:
+    """The standard normals one path draws for its random starts: restarts + 1 at the first
+    R (no warm start yet), restarts at each later one."""
+    return (s.restarts + 1 + (s.radii - 1) * s.restarts) * _size(s, param)
+
+
+def _path(s: Settings, prob, param: str, skip: int, W_fro, W_nuc) -> list:
+    """One parameterization's rows along R: L-BFGS on the sphere from the last R's answer
+    (warm) and `s.restarts` random starts, the best kept. The starts come from
+    default_rng(s.seed) after the `skip` normals of the paths before this one (each
+    standard normal takes its own raw draws, so this is the stream one loop over the
+    params would read), so a path's numbers do not depend on where it ran."""
+    ex = _Excess(prob)
+    d = s.d
+    rng = np.random.default_rng(s.seed)
+    rng.standard_normal(skip)
+    if param == "W":
+
+        def fun(x):
+            val, G = ex(x.reshape(d, d))
+            return val, G.ravel()
+
+        radius_of = lambda R: R  # noqa: E731
+        to_W = lambda x: x.reshape(d, d)  # noqa: E731
+    else:  # x = [K; Q] stacked, ‖x‖² = ‖K‖² + ‖Q‖² = 2R
+
+        def fun(x):
+            K, Q = x[: d * d].reshape(d, d), x[d * d :].reshape(d, d)
+            val, G = ex(K @ Q.T)
+            return val, np.concatenate([(G @ Q).ravel(), (G.T @ K).ravel()])
+
+        radius_of = lambda R: np.sqrt(2.0 * R)  # noqa: E731
+        to_W = lambda x: x[: d * d].reshape(d, d) @ x[d * d :].reshape(d, d).T  # noqa: E731
+    size = _size(s, param)
+    warm, rows = None, []
+    for R in np.geomspace(s.r_min, s.r_max, s.radii):
+        starts = ([warm] if warm is not None else []) + [
+            rng.standard_normal(size) for _ in range(s.restarts + (warm is None))
+        ]
+        best = min((_on_sphere(fun, radius_of(R), x0) for x0 in starts), key=lambda r: r[0])
+        warm = best[1]
+        W = to_W(best[1])
+        rows.append(
+            dict(
+                param=param,
+                R=R,
+                log_excess_loss=best[0],
+                norm_W=float(np.linalg.norm(W)),
+                corr_fro=correlation(W, W_fro),
+                corr_nuc=correlation(W, W_nuc) if W_nuc is not None else np.nan,
+            )
+        )
+    return rows
+
+
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
-    """The experiment in order (SVMs, the argmin over each ball radius R for both norms,
-    correlations); long because it reads as the theorem's statement does."""
+    """The experiment in order: the SVMs, then the argmin over each ball radius R for each
+    parameterization (`_path`; the two paths shared with a helper process where the caller
+    allows them, `ordered_concat`; the CLI does), then the correlations."""
     prob = random_problem(s.n, s.T, s.d, seed=s.data_seed)
     svm = {norm: solve_att_svm(prob, None, norm) for norm in ("fro", "nuc")}
     if not svm["fro"].feasible:
@@ -151,50 +222,12 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
             f"`data_seed` must give a feasible Att-SVM at opt; got {s.data_seed} "
             f"({svm['fro'].status})"
         )
-    ex = _Excess(prob)
-    d = s.d
-    radii = np.geomspace(s.r_min, s.r_max, s.radii)
-    rng = np.random.default_rng(s.seed)
-    rows = []
-    for j, param in enumerate(s.params):
-        if param == "W":
-
-            def fun(x):
-                val, G = ex(x.reshape(d, d))
-                return val, G.ravel()
-
-            radius_of = lambda R: R  # noqa: E731
-            to_W = lambda x: x.reshape(d, d)  # noqa: E731
-            size = d * d
-        else:  # x = [K; Q] stacked, ‖x‖² = ‖K‖² + ‖Q‖² = 2R
-
-            def fun(x):
-                K, Q = x[: d * d].reshape(d, d), x[d * d :].reshape(d, d)
-                val, G = ex(K @ Q.T)
-                return val, np.concatenate([(G @ Q).ravel(), (G.T @ K).ravel()])
-
-            radius_of = lambda R: np.sqrt(2.0 * R)  # noqa: E731
-            to_W = lambda x: x[: d * d].reshape(d, d) @ x[d * d :].reshape(d, d).T  # noqa: E731
-            size = 2 * d * d
-        warm = None
-        for k, R in enumerate(radii):
-            progress((j + k / len(radii)) / len(s.params), f"{param}: R = {R:.3g}")
-            starts = ([warm] if warm is not None else []) + [
-                rng.standard_normal(size) for _ in range(s.restarts + (warm is None))
-            ]
-            best = min((_on_sphere(fun, radius_of(R), x0) for x0 in starts), key=lambda r: r[0])
-            warm = best[1]
-            W = to_W(best[1])
-            rows.append(
-                dict(
-                    param=param,
-                    R=R,
-                    log_excess_loss=best[0],
-                    norm_W=float(np.linalg.norm(W)),
-                    corr_fro=correlation(W, svm["fro"].W),
-                    corr_nuc=correlation(W, svm["nuc"].W) if svm["nuc"].feasible else np.nan,
-                )
-            )
+    W_nuc = svm["nuc"].W if svm["nuc"].feasible else None
+    items, skip = [], 0
+    for param in s.params:
+        items.append((s, prob, param, skip, svm["fro"].W, W_nuc))
+        skip += _draws(s, param)
+    rows = ordered_concat(_path, items, progress=lambda f, t: progress(f, f"paths {t}"))
     path = pd.DataFrame(rows)
     parts = []
     for param in s.params:
