@@ -20,7 +20,7 @@ jax.config.update("jax_enable_x64", True)
 
 def use_cpu_cores(n: int | None = None) -> bool:
     """Expose `n` CPU devices to JAX (default: one per core), so that a sweep's chunks run on
-    every core (`experiments.core.sweep`, one thread per device; its numbers do not depend
+    every core (`experiments.core.sweep`, chunks dealt round-robin; its numbers do not depend
     on the device count); JAX's CPU backend otherwise runs one program on one core. Only
     possible before JAX starts its backends (False then, and nothing changes). Importing
     attsvm calls it unless the user chose already: XLA_FLAGS names a host device count,

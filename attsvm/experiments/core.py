@@ -3,10 +3,11 @@ the device sweep that runs many GD problems in fixed-size chunks.
 
 Sweeps and devices: runs are cut into chunks of a fixed size (`chunk_size`, which depends on
 the batch size and the platform, never on how many devices there are) and the chunks are
-dealt round-robin to every device JAX sees, one thread per device. The compiled program
-for a chunk is then the same whether one device runs all chunks or four run a quarter each,
-so the numbers are bit-identical across device counts (XLA's SPMD partitioner does not
-promise that: it re-optimizes the program, and GD amplifies the last-bit differences).
+dealt round-robin to every device JAX sees (`stream`: one worker thread per device and one
+more preparing the next chunk). The compiled program for a chunk is then the same whether
+one device runs all chunks or four run a quarter each, so the numbers are bit-identical
+across device counts (XLA's SPMD partitioner does not promise that: it re-optimizes the
+program, and GD amplifies the last-bit differences).
 """
 
 from __future__ import annotations
