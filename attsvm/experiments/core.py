@@ -176,10 +176,12 @@ def stream(chunks: Iterator, size: int, *, param: str = "W", seed: int = 0,
     `default_init(…, seed=seed, index=indices[b])`. Items are taken from `chunks` only as
     devices free up, so the stream may be long or endless (multi-token's candidate seeds)
     and reading an item (in this thread) overlaps the devices' GD too. Chunk k runs on
-    device k mod D; one chunk per device is in flight and one more is being prepared
-    (drawn, padded) while the caller handles the chunk it was given, so the devices do not
-    wait for either: a caller that stops early wastes at most D + 1 chunks, and those
-    still running finish in the background. train_kw: as `sweep`."""
+    device k mod D; D + 1 chunks are under way at once (one a device, and one more being
+    drawn and padded, which starts on its device when ready), and the next is submitted
+    before the caller handles the chunk it was given, so the devices wait neither for the
+    caller nor for the Python work of a chunk: a caller that stops early wastes at most
+    D + 1 chunks, and those still running finish in the background. train_kw: as
+    `sweep`."""
     m = train_kw.get("m")
     devices = jax.devices()
     depth = len(devices) + 1
