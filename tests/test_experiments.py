@@ -277,7 +277,7 @@ def test_a_stream_reads_its_chunks_as_devices_free_up_and_a_run_ignores_its_neig
             read.append(k)
             seeds = list(range(1 + 3 * k, 4 + 3 * k))           # 3 new seeds a chunk
             ps = [attsvm.random_problem(3, 4, 5, seed=x, head="relu") for x in seeds]
-            yield seeds, (lambda ps=ps: ps), seeds
+            yield seeds, ps, seeds
 
     got = {}
     for seeds, tr in core.stream(chunks(), 4, **kw):

@@ -153,14 +153,10 @@ def sweep(
     if len(indices) != B:
         raise ValueError(f"`indices` must have one entry per problem ({B}); got {len(indices)}")
 
-    def chunks():
-        for lo in range(0, B, C):
-            hi = min(lo + C, B)
-            # the problems are read in the worker thread (a lazy sequence draws them there)
-            yield np.arange(lo, hi), (lambda lo=lo, hi=hi: probs[lo:hi]), indices[lo:hi]
-
+    chunks = ((np.arange(lo, min(lo + C, B)), probs[lo:lo + C], indices[lo:lo + C])
+              for lo in range(0, B, C))
     done = 0
-    for idx, tr in stream(chunks(), C, param=param, seed=seed, **train_kw):
+    for idx, tr in stream(chunks, C, param=param, seed=seed, **train_kw):
         done += len(idx)
         progress(done / B, f"gradient descent: {done}/{B} runs")
         yield idx, tr
@@ -171,13 +167,13 @@ def stream(chunks: Iterator, size: int, *, param: str = "W", seed: int = 0,
     """GD on a stream of chunks of problems of one shape, each padded to `size` runs (one
     compiled program); yields (key, batched Trajectory) per chunk, in order.
 
-    chunks: items (key, draw, indices): `draw()` returns the chunk's problems (called in a
-    worker thread, so drawing them overlaps the devices' GD), problem b starts from
-    `default_init(…, seed=seed, index=indices[b])`. Items are taken from `chunks` only as
-    devices free up, so the stream may be long or endless (multi-token's candidate seeds)
-    and reading an item (in this thread) overlaps the devices' GD too. Chunk k runs on
-    device k mod D; D + 1 chunks are under way at once (one a device, and one more being
-    drawn and padded, which starts on its device when ready), and the next is submitted
+    chunks: items (key, problems, indices), at most `size` problems each; problem b starts
+    from `default_init(…, seed=seed, index=indices[b])` (drawn in a worker thread). Items
+    are taken from `chunks` only as devices free up, so the stream may be long or endless
+    (multi-token's candidate seeds) and reading an item (in this thread: multi-token draws
+    its problems there) overlaps the devices' GD. Chunk k runs on device k mod D; D + 1
+    chunks are under way at once (one a device, and one more being padded and given its
+    inits, which starts on its device when ready), and the next is submitted
     before the caller handles the chunk it was given, so the devices wait neither for the
     caller nor for the Python work of a chunk: a caller that stops early wastes at most
     D + 1 chunks, and those still running finish in the background. train_kw: as
@@ -186,9 +182,8 @@ def stream(chunks: Iterator, size: int, *, param: str = "W", seed: int = 0,
     devices = jax.devices()
     depth = len(devices) + 1
 
-    def job(k, draw, inds):
-        ps = list(draw())
-        n = len(ps)
+    def job(k, ps, inds):
+        ps, n = list(ps), len(ps)
         ins = [default_init(p, param, seed=seed, m=m, index=int(i))
                for p, i in zip(ps, inds, strict=True)]
         ps += [ps[-1]] * (size - n)         # same shape for every chunk: one compile
@@ -206,8 +201,8 @@ def stream(chunks: Iterator, size: int, *, param: str = "W", seed: int = 0,
             nxt = next(items, None)
             if nxt is None:
                 return
-            k, (key, draw, inds) = nxt
-            pending.append((key, pool.submit(job, k, draw, inds)))
+            k, (key, ps, inds) = nxt
+            pending.append((key, pool.submit(job, k, ps, inds)))
 
     try:
         fill()
@@ -240,7 +235,7 @@ def use_helper_processes(n: int | None) -> int:
 
 def stop_helper_processes() -> None:
     """End the helpers now (the CLI, once its command is done): they hold nothing but their
-    imports, and waiting at exit for each interpreter to wind down cost ≈ 0.5 s. A later
+    imports, and waiting at exit for each interpreter to wind down took ≈ 0.3 s more. A later
     `ordered_map` starts new ones."""
     for pool, _ in _POOL.values():
         workers = list((getattr(pool, "_processes", None) or {}).values())  # CPython's

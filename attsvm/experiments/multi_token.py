@@ -131,8 +131,8 @@ def _classify(s, select, mask):
 
 def _chunks(s: Settings, d: int, size: int, skipped: list):
     """The candidates at dimension d, in seed order from `first_seed`, in chunks of `size`
-    (the last one shorter where `max_seeds` ends them): items (seeds, problems) for
-    `stream`. The seeds whose labels are all +1 are left out (appended to `skipped`;
+    (the last one shorter where `max_seeds` ends them), as `stream` items ((seeds, problems),
+    problems, seeds). The seeds whose labels are all +1 are left out (appended to `skipped`;
     `random_candidate` finds them before drawing the rest). Read one chunk at a time, as
     `stream` needs them, so the drawing overlaps GD."""
     seed, end = s.first_seed, s.first_seed + s.max_seeds
@@ -147,7 +147,7 @@ def _chunks(s: Settings, d: int, size: int, skipped: list):
                 probs.append(p)
             seed += 1
         if seeds:
-            yield (seeds, probs), (lambda probs=probs: probs), seeds
+            yield (seeds, probs), probs, seeds
 
 
 def _judge(s: Settings, p, W, sf):
