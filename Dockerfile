@@ -9,8 +9,8 @@ ARG JAX_GPU=0
 # XLA_PYTHON_CLIENT_PREALLOCATE=false: JAX must not reserve most of a GPU's memory at start.
 # MALLOC_ARENA_MAX=2: fewer glibc malloc arenas (Streamlit runs each session in a thread).
 # GLIBC_TUNABLES=glibc.malloc.hugetlb=1: malloc asks for transparent huge pages, so XLA's
-# record buffers take far fewer page faults: warm calls of the benchmark's workload up to 2x
-# faster here, a first call slower, the same peak memory (docs/performance.md, "The ninth
+# record buffers take far fewer page faults: warm calls of the benchmark's workload up to
+# 1.9x faster here, a first call about the same or slower, the same peak memory (docs/performance.md, "The ninth
 # session"); a server makes few first calls.
 # ATTSVM_RESULTS: the results store the Reproduce page shows, computed below at build time
 # (the paper's and the follow-ups' experiments), so a fresh container serves every card from

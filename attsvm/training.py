@@ -412,10 +412,10 @@ def _simulate_parts(cfg: dict, stacked: dict, params0, devices, *, head: str, tr
                                     train_v=train_v, mesh=mesh)
     out = [np.empty(a.shape, a.dtype) for a in recs]
     # The shard lists are taken here, once, and the threads only read them. A copying thread
-    # once found a record with fewer shards than devices (an IndexError, in one of about
-    # ten fresh processes of `benchmarks.bench_torch`'s sequence; not reproduced in 300
-    # calls of that workload or in 3000 two-thread listings of fresh sharded outputs), so a
-    # record whose list is not one shard per device is copied whole by JAX instead.
+    # once found a record with fewer shards than devices (an IndexError, in one of 20 fresh
+    # processes of a script making the bench's engine calls; not reproduced in 300 calls of
+    # that workload or in 3000 two-thread listings of fresh sharded outputs), so a record
+    # whose list is not one shard per device is copied whole by JAX instead.
     shards = [a.addressable_shards for a in recs]
     whole = [len(s) != len(devices) for s in shards]
     for o, a, w in zip(out, recs, whole, strict=True):
