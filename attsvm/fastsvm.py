@@ -110,34 +110,66 @@ def _rank_one(G: np.ndarray):
     return u, w, np.ascontiguousarray(np.swapaxes(w, 1, 2)), u @ np.swapaxes(u, 1, 2)
 
 
-def _hessian_rank_one(fac, N, Sinv, Mn):
+class _Buffers:
+    """Arrays reused from one Newton iteration to the next (`nuclear_barrier`): a fresh
+    (P, m, m) temporary is fresh memory, and its page faults cost more than the products
+    written into it (the Hessian took 3× as long with new arrays here). take(name, shape)
+    is a C-contiguous view of the named buffer, which grows when it must."""
+
+    def __init__(self):
+        self._flat: dict = {}
+
+    def take(self, name: str, shape) -> np.ndarray:
+        size = int(np.prod(shape))
+        buf = self._flat.get(name)
+        if buf is None or buf.size < size:
+            buf = self._flat[name] = np.empty(size)
+        return buf[:size].reshape(shape)
+
+
+def _hessian_rank_one(fac, N, Sinv, Mn, buf: _Buffers | None = None):
     """H_jk = 2⟨(G_j + Mn C_j) S⁻¹, G_k⟩ (`_newton_step`) for G_j = u_j w_jᵀ (`_rank_one`):
     with ⟨X, G_k⟩ = u_kᵀ X w_k and C_j = w_j q_jᵀ + q_j w_jᵀ, q_j = Nᵀu_j,
         H_jk = 2 [(u_kᵀu_j)(w_jᵀS⁻¹w_k) + (u_kᵀMn w_j)(q_jᵀS⁻¹w_k) + (u_kᵀMn q_j)(w_jᵀS⁻¹w_k)]:
-    m²(a + 4b) multiply-adds per problem instead of m²·a·b."""
+    m²(a + 4b) multiply-adds per problem instead of m²·a·b. The (P, m, m) arrays live in
+    `buf` (the returned H too: valid until the next call); the transposed products are
+    copied contiguous before the elementwise work (numpy's loops over strided views were
+    slower than the copies). The same numbers as without either."""
+    buf = buf or _Buffers()
     u, w, wT, uu = fac
+    P, m = u.shape[:2]
     q = u @ N                                                   # (P, m, b): rows q_jᵀ
-    wSw = (w @ Sinv) @ wT                                       # [j, k] = w_jᵀ S⁻¹ w_k
-    qSw = (q @ Sinv) @ wT                                       # [j, k] = q_jᵀ S⁻¹ w_k
+    wSw = np.matmul(w @ Sinv, wT, out=buf.take("wSw", (P, m, m)))   # [j, k] = w_jᵀ S⁻¹ w_k
+    qSw = np.matmul(q @ Sinv, wT, out=buf.take("qSw", (P, m, m)))   # [j, k] = q_jᵀ S⁻¹ w_k
     uM = u @ Mn                                                 # (P, m, b): rows u_kᵀ Mn
-    uMw = np.swapaxes(uM @ wT, 1, 2)                            # [j, k] = u_kᵀ Mn w_j
-    uMq = np.swapaxes(uM @ np.ascontiguousarray(np.swapaxes(q, 1, 2)), 1, 2)
-    return 2.0 * (uu * wSw + uMw * qSw + uMq * wSw)
+    raw = buf.take("raw", (P, m, m))
+    t = buf.take("t", (P, m, m))
+    H = np.multiply(uu, wSw, out=buf.take("H", (P, m, m)))
+    np.copyto(t, np.swapaxes(np.matmul(uM, wT, out=raw), 1, 2))     # [j, k] = u_kᵀ Mn w_j
+    t *= qSw
+    H += t
+    qT = np.ascontiguousarray(np.swapaxes(q, 1, 2))
+    np.copyto(t, np.swapaxes(np.matmul(uM, qT, out=raw), 1, 2))     # [j, k] = u_kᵀ Mn q_j
+    t *= wSw
+    H += t
+    H *= 2.0
+    return H
 
 
-def _newton_step(t, G, Gt, GfT, lam, fac=None):
+def _newton_step(t, G, Gt, GfT, lam, fac=None, buf: _Buffers | None = None):
     """Gradient and Newton step of φ_t at λ: (P, m) each.
 
     G (P, m, a, b); Gt = G_jᵀ stacked as (P, m·b, a) and GfT = vec(G_j) as columns
     (P, a·b, m), both C-contiguous (numpy's stacked matmul is slow on strided views); fac:
-    `_rank_one`'s factors of G, for `_hessian_rank_one` (a third of svm-rank's time)."""
+    `_rank_one`'s factors of G, for `_hessian_rank_one` (a third of svm-rank's time), with
+    its reused arrays `buf`."""
     P, m, a, b = G.shape
     N, S = _n_and_s(G, lam)
     Sinv = np.linalg.inv(S)
     Mn = N @ Sinv  # (P, a, b)
     grad = -t[:, None] - 1.0 / lam + 2.0 * (Mn.reshape(P, 1, a * b) @ GfT)[:, 0]
     if fac is not None:
-        H = _hessian_rank_one(fac, N, Sinv, Mn)
+        H = _hessian_rank_one(fac, N, Sinv, Mn, buf)
     else:
         # Hessian of −log det(I − NᵀN): H_jk = 2⟨(G_j + Mn C_j) S⁻¹, G_k⟩, C_j = G_jᵀN + NᵀG_j
         GtN = (Gt @ N).reshape(P, m, b, b)
@@ -190,10 +222,13 @@ def nuclear_barrier(
     idx = np.arange(P)  # problems still in the batch
     stage = np.zeros(P, int)
     lam_c = lam_all.copy()  # the last central point
+    # the batch's constraint arrays, selected again only when problems leave it (copying
+    # them every iteration took a quarter of the method's time)
+    Gi, Gt, GfT, fac = np.ascontiguousarray(G), Gt_all, GfT_all, fac_all
+    buf = _Buffers()
     for _ in range(max_newton):
-        Gi, lam, t = G[idx], lam_all[idx], t_all[idx]
-        fac = None if fac_all is None else tuple(f[idx] for f in fac_all)
-        grad, step = _newton_step(t, Gi, Gt_all[idx], GfT_all[idx], lam, fac)
+        lam, t = lam_all[idx], t_all[idx]
+        grad, step = _newton_step(t, Gi, Gt, GfT, lam, fac, buf)
         slope = (grad * step).sum(-1)  # −(Newton decrement²)
         centered = -slope < 1e-6
         lam_c[idx[centered]] = lam[centered]
@@ -206,7 +241,8 @@ def nuclear_barrier(
         move = ~finished & ~centered
         if move.any():
             # backtracking: stay in the domain and do not increase φ beyond rounding
-            Gm, lm, tm, dm, sl = Gi[move], lam[move], t_all[idx][move], step[move], slope[move]
+            Gm = Gi if move.all() else Gi[move]
+            lm, tm, dm, sl = lam[move], t_all[idx][move], step[move], slope[move]
             neg = dm < 0
             with np.errstate(divide="ignore", invalid="ignore"):
                 smax = np.where(neg, -lm / np.where(neg, dm, 1.0), np.inf).min(-1)
@@ -223,9 +259,13 @@ def nuclear_barrier(
                 s = np.where(todo, 0.5 * s, s)
             lam[move] = lm
             lam_all[idx] = lam
-        idx = idx[~finished]
-        if idx.size == 0:
-            break
+        if finished.any():
+            keep = ~finished
+            idx = idx[keep]
+            if idx.size == 0:
+                break
+            Gi, Gt, GfT = Gi[keep], Gt[keep], GfT[keep]
+            fac = None if fac is None else tuple(f[keep] for f in fac)
     lam_all = lam_c
     N, S = _n_and_s(G, lam_all)
     M = N @ np.linalg.inv(S)  # ∝ the central-path primal (2/t) N S⁻¹
