@@ -24,6 +24,7 @@ no SVM constraint and no margin.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -205,11 +206,11 @@ class Problem:
         cost more than the draws (multi-token draws 46 760 problems). Read-only as checked
         ones."""
         self = object.__new__(cls)
-        for f in dataclasses.fields(cls):
-            value = fields.pop(f.name, f.default)
+        for name, default in _field_defaults(cls):
+            value = fields.pop(name, default)
             if isinstance(value, np.ndarray):
                 value.setflags(write=False)
-            object.__setattr__(self, f.name, value)
+            object.__setattr__(self, name, value)
         if fields:
             raise TypeError(f"unknown Problem fields: {sorted(fields)}")
         return self
@@ -363,6 +364,13 @@ def check_alpha(prob: Problem, alpha) -> np.ndarray:
     return a.astype(int)
 
 
+@functools.cache
+def _field_defaults(cls) -> tuple:
+    """(name, default) of each of a dataclass's fields (`Problem._trusted`: asking
+    `dataclasses.fields` per problem cost more than the problem's normalizations)."""
+    return tuple((f.name, f.default) for f in dataclasses.fields(cls))
+
+
 # -- generators -------------------------------------------------------------------------
 def _unit_rows(a: np.ndarray) -> np.ndarray:
     """a / ‖a‖ along the last axis: `np.linalg.norm(a, axis=-1)`'s own arithmetic (the
@@ -405,21 +413,25 @@ def _random(n, T, d, seed, attention, head, queries, lam, query_index, *,
             skip_all_plus=False):
     """`random_problem` on checked arguments; None if `skip_all_plus` and every label is +1.
     v, X and Z come from one call of the generator (each standard normal takes its own raw
-    draws, so one call gives the same numbers as three in that order)."""
+    draws, so one call gives the same numbers as three in that order) and are normalized in
+    one call (all are rows of length d); the labels are `rng.choice([-1.0, 1.0], size)`'s
+    own draws (`Generator.choice` with replacement and uniform p takes `integers(0, 2)`;
+    tests/test_problems.py holds the two equal), without its checks; V, the last draw, is
+    drawn for the relu head only (nothing is drawn after it). Multi-token draws 46 760."""
     rng = np.random.default_rng(seed)
     zshape = (n, d) if queries == "single" else (n, T, d)
-    g = rng.standard_normal(d + n * T * d + int(np.prod(zshape)))
-    Y = rng.choice([-1.0, 1.0], size=(n,) if queries == "single" else (n, T))
-    if skip_all_plus and np.all(Y > 0):
+    g = rng.standard_normal(d + n * T * d + n * d * (1 if queries == "single" else T))
+    y = rng.integers(0, 2, size=(n,) if queries == "single" else (n, T))
+    if skip_all_plus and y.all():
         return None
-    v = _unit_rows(g[:d])
-    X = _unit_rows(g[d:d + n * T * d].reshape(n, T, d))
-    Z = _unit_rows(g[d + n * T * d:].reshape(zshape))
-    V = rng.standard_normal((d, d))
-    V = V / np.linalg.norm(V)
-    return Problem._trusted(X=X, Y=Y, Z=Z if attention == "cross" else None, v=v, head=head,
-                            V=V if head == "relu" else None, lam=lam,
-                            query_index=query_index, queries=queries,
+    u = _unit_rows(g.reshape(-1, d))
+    v, X, Z = u[0], u[1:1 + n * T].reshape(n, T, d), u[1 + n * T:].reshape(zshape)
+    V = None
+    if head == "relu":
+        V = rng.standard_normal((d, d))
+        V = V / np.linalg.norm(V)
+    return Problem._trusted(X=X, Y=2.0 * y - 1.0, Z=Z if attention == "cross" else None, v=v,
+                            head=head, V=V, lam=lam, query_index=query_index, queries=queries,
                             name=f"random(n={n}, T={T}, d={d}, seed={seed})")
 
 
