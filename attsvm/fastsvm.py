@@ -240,24 +240,8 @@ def nuclear_barrier(
         t_all[idx] = np.where(centered, np.minimum(t * mu, target), t)
         move = ~finished & ~centered
         if move.any():
-            # backtracking: stay in the domain and do not increase φ beyond rounding
-            Gm = Gi if move.all() else Gi[move]
-            lm, tm, dm, sl = lam[move], t_all[idx][move], step[move], slope[move]
-            neg = dm < 0
-            with np.errstate(divide="ignore", invalid="ignore"):
-                smax = np.where(neg, -lm / np.where(neg, dm, 1.0), np.inf).min(-1)
-            s = np.minimum(1.0, 0.99 * smax)
-            f0 = _phi(tm, Gm, lm)
-            todo = np.ones(len(lm), bool)
-            for _ in range(40):
-                trial = np.where(todo[:, None], lm + s[:, None] * dm, lm)
-                ok = _phi(tm, Gm, trial) <= f0 + 0.01 * s * sl + 1e-12 * (np.abs(f0) + 1.0)
-                lm = np.where((todo & ok)[:, None], trial, lm)
-                todo &= ~ok
-                if not todo.any():
-                    break
-                s = np.where(todo, 0.5 * s, s)
-            lam[move] = lm
+            lam[move] = _backtrack(t_all[idx][move], Gi if move.all() else Gi[move],
+                                   lam[move], step[move], slope[move])
             lam_all[idx] = lam
         if finished.any():
             keep = ~finished
@@ -271,6 +255,27 @@ def nuclear_barrier(
     M = N @ np.linalg.inv(S)  # ∝ the central-path primal (2/t) N S⁻¹
     M, gap = _polish(G, M, lam_all)
     return M, gap
+
+
+def _backtrack(t, G, lam, step, slope):
+    """`nuclear_barrier`'s line search: λ + s·step with s halved from min(1, 0.99 × the
+    distance to λ's boundary) until φ_t does not grow beyond rounding (the Armijo test with
+    0.01 of the slope), at most 40 times. (P, m)."""
+    neg = step < 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        smax = np.where(neg, -lam / np.where(neg, step, 1.0), np.inf).min(-1)
+    s = np.minimum(1.0, 0.99 * smax)
+    f0 = _phi(t, G, lam)
+    todo = np.ones(len(lam), bool)
+    for _ in range(40):
+        trial = np.where(todo[:, None], lam + s[:, None] * step, lam)
+        ok = _phi(t, G, trial) <= f0 + 0.01 * s * slope + 1e-12 * (np.abs(f0) + 1.0)
+        lam = np.where((todo & ok)[:, None], trial, lam)
+        todo &= ~ok
+        if not todo.any():
+            break
+        s = np.where(todo, 0.5 * s, s)
+    return lam
 
 
 def _certify(G, M, lam):
