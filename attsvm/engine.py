@@ -13,9 +13,9 @@ differentiates the centred form of the attention (`model.outputs`), exact far in
 saturation (docs/followups.md §4b): the default (`optimizers.DEFAULT_CENTRED`); a zero (or
 subnormal) gradient takes no step, so ε₀ = 0 never divides by 0.
 
-`vmap` over runs of a `lax.scan` over records of a loop over steps. The step size, the
-ridge, p, ε and `record_every` are traced (a new value never recompiles; the number of
-records and the rule are part of the program).
+A loop over the steps whose body is the step `vmap`ped over runs, writing each record in
+place. The step size, the ridge, p, ε and `record_every` are traced (a new value never
+recompiles; the number of records and the rule are part of the program).
 
 Overflow (docs/theory.md §A.3): a run stops at its last finite state and reports
 the step; its records stay finite.
@@ -74,10 +74,22 @@ def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, pa
     hyperparameters (lr, p, ε, the Polyak caps). `record_every` (and so `steps`) is traced,
     like `lr` and `ridge`, so a new step count with the same number of records reuses the
     program. The step and its overflow rollback are `_make_step`.
+
+    One loop over the steps, each step the vmapped step of every run, the records written in
+    place: step k writes its record to slot ⌈k / r⌉ (r = `record_every`), so slot j ends up
+    with the record of step j·r, the last to write it, and the extra last step (n·r + 1 steps
+    in all) records the final state. The step appears once in the program (as XLA's compile
+    time asks), and the loop carries no record: the earlier scan over records around a loop
+    of r steps carried each step's record and the previous one and selected at the chunk's
+    first step, 13 copies in XLA's loop body for the benchmark's W workload (5 of W's size,
+    2 of the softmax's) against 5 here (3 of W's size); the same bits (docs/performance.md).
+
+    Long because the objective, the step, the records' buffers and the loop are one program,
+    and its closures read the traced settings.
     """
     TRACES.tick()               # a Python side effect: runs at trace time only
 
-    def one_run(params0, data):
+    def value_and_grad(data):
         # the scale-free rules (a step that only uses the gradient's direction) take the
         # gradient divided by the largest non-selected softmax weight: it stays representable
         # after the weights underflow (ngd/nmd only when exact, ε = 0; model.centred_outputs)
@@ -87,36 +99,48 @@ def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, pa
         obj = partial(model.objective_and_records, data=data, ridge=ridge, param=param,
                       head_kind=head, loss_kind=loss, centred=centred, scaled=scaled)
         obj = partial(model.joint_objective, objective=obj, data=data) if train_v else obj
-        vg = jax.value_and_grad(obj, has_aux=True)
-        tmap = jax.tree_util.tree_map
-        step = _make_step(vg, data, hyper, rule=rule, head=head, loss=loss, train_v=train_v)
+        return jax.value_and_grad(obj, has_aux=True)
 
-        def chunk(carry, j):
-            """record_every steps, recording the state the chunk starts from (the extra
-            last chunk: one step, for the final state's record). The step appears once in
-            the program, not twice (a first step outside the loop), which halves XLA's
-            compile time."""
-            def body(i, c):
-                c, keep = c
-                c, rec = step(c)
-                return c, tmap(lambda a, b: jnp.where(i == 0, b, a), keep, rec)
+    def run_step(params, state, prev, prev_rec, bad_at, data, k):
+        step = _make_step(value_and_grad(data), data, hyper, rule=rule, head=head, loss=loss,
+                          train_v=train_v)
+        return step(params, state, prev, prev_rec, bad_at, k)
 
-            todo = jnp.where(j < n_records, record_every, 1)
-            return jax.lax.fori_loop(0, todo, body, (carry, zrec))
+    def record(params, data):
+        """The shapes of one run's record: (W, s, L, ‖∇L‖) (+ v with train_v)."""
+        L, s, W, _ = value_and_grad(data)(params)[0][1]
+        return (W, s, L, L) + ((params[1],) if train_v else ())
 
-        L0, s0, W0, _ = jax.eval_shape(lambda p: vg(p)[0][1], params0)
-        zrec = tuple(jnp.zeros(a.shape, a.dtype)
-                     for a in (W0, s0, L0, L0) + ((params0[1],) if train_v else ()))
-        carry0 = ((params0, RULES[rule].init(params0)), params0, zrec, jnp.array(-1),
-                  jnp.array(0))
-        carry, recs = jax.lax.scan(chunk, carry0, jnp.arange(n_records + 1))
-        bad_at = jnp.where(carry[3] >= n_records * record_every, -1, carry[3])
-        final = tmap(lambda a, b: jnp.where(bad_at >= 0, a, b), carry[0][0], carry[1])
-        return recs, final, bad_at
+    vstep = jax.vmap(run_step, in_axes=(0, 0, 0, 0, 0, 0, None))
+    init = jax.vmap(RULES[rule].init)
+    B = jax.tree_util.tree_leaves(params0)[0].shape[0]
+    bufs0 = tuple(jnp.zeros((n_records + 1,) + a.shape, a.dtype)
+                  for a in jax.eval_shape(jax.vmap(record), params0, data))
 
-    # Records come out record-major, (k, B, ...), as the scan writes them: a run-major layout
+    def body(k, c):
+        params, state, prev, bad_at, bufs = c
+        # the record step k − 1 wrote (its own: a run that rolled back has stopped), which
+        # a rollback at step k records again
+        prev_rec = tuple(jax.lax.dynamic_index_in_dim(b, (k + record_every - 2)
+                                                      // record_every, 0, keepdims=False)
+                         for b in bufs)
+        (params, state, prev, bad_at), rec = vstep(params, state, prev, prev_rec, bad_at,
+                                                   data, k)
+        slot = (k + record_every - 1) // record_every
+        bufs = tuple(jax.lax.dynamic_update_index_in_dim(b, r, slot, 0)
+                     for b, r in zip(bufs, rec, strict=True))
+        return params, state, prev, bad_at, bufs
+
+    carry0 = (params0, init(params0), params0, jnp.full((B,), -1), bufs0)
+    params, _, prev, bad_at, recs = jax.lax.fori_loop(
+        0, n_records * record_every + 1, body, carry0)
+    bad_at = jnp.where(bad_at >= n_records * record_every, -1, bad_at)
+    final = jax.tree_util.tree_map(
+        lambda a, b: jnp.where((bad_at >= 0).reshape((B,) + (1,) * (a.ndim - 1)), a, b),
+        params, prev)
+    # Records come out record-major, (k, B, ...), as the loop writes them: a run-major layout
     # would cost XLA a transposing copy of the whole history (≈ 40% of a 2000-step call).
-    return jax.vmap(one_run, out_axes=(1, 0, 0))(params0, data)
+    return recs, final, bad_at
 
 
 @partial(jax.jit, static_argnames=_STATIC + ("mesh",))
@@ -125,7 +149,7 @@ def simulate_split(params0, data: Data, hyper: Hyper, ridge, record_every, *, me
     program, compiled once, each device running `simulate` on its own block of runs
     (`jax.shard_map`; the CPU client runs the blocks in parallel, one core each). Records
     come out sharded on their run axis (axis 1), final params and bad_at on axis 0.
-    (`check_vma=False`: the scan's carry mixes per-block and replicated values; every output
+    (`check_vma=False`: the loop's carry mixes per-block and replicated values; every output
     is per-block by construction.) A sharded `simulate` without shard_map did every run's
     work on each device here (docs/performance.md)."""
     runs, rep = jax.sharding.PartitionSpec("runs"), jax.sharding.PartitionSpec()
@@ -137,11 +161,12 @@ def simulate_split(params0, data: Data, hyper: Hyper, ridge, record_every, *, me
 
 def _make_step(vg, data: Data, hyper: Hyper, *, rule, head, loss, train_v):
     """The engine's step for `vg` = value_and_grad of the objective (traced inside
-    `simulate`): carry ((params, state), previous params, previous record, bad_at, k)."""
+    `simulate`, one run): (params, state, previous params, previous record, bad_at, k) →
+    ((next params, state, params, bad_at), record)."""
     leaves = jax.tree_util.tree_leaves
     tmap = jax.tree_util.tree_map
 
-    def step(carry):
+    def step(params, state, prev, prev_rec, bad_at, k):
         """One GD step from `params`; returns the record of the state it started from.
 
         Overflow: if this state's objective or gradient is not finite, the update that
@@ -149,7 +174,6 @@ def _make_step(vg, data: Data, hyper: Hyper, *, rule, head, loss, train_v):
         one, and stop there. If this state is fine but its update is not (or ‖·‖² of the
         result overflows), stop here. Either way `bad_at` is the last good step.
         """
-        (params, state), prev, prev_rec, bad_at, k = carry
         (total, (L, s, W, logscale)), g = vg(params)
         # ‖∇L‖ itself (0 once it underflows), not the scaled gradient's
         gnorm = _tree_norm(g) * jnp.exp(logscale)
@@ -168,6 +192,6 @@ def _make_step(vg, data: Data, hyper: Hyper, *, rule, head, loss, train_v):
         nxt = tmap(lambda a, b, c: jnp.where(back, a, jnp.where(bad_at >= 0, b, c)),
                    prev, params, new)
         state = tmap(lambda b, c: jnp.where(bad_at >= 0, b, c), state, state_new)
-        return ((nxt, state), params, rec, bad_at, k + 1), rec_out
+        return (nxt, state, params, bad_at), rec_out
 
     return step

@@ -29,7 +29,7 @@ Norms are computed scaled by max|g| so that gradients of 1e-300 still normalize 
 underflow).
 
 State and hyperparameters are NamedTuples: `OptState(dual, count)` (dual = U for md/nmd,
-filled in by the first update so that `init(params)` needs no p) and
+filled in by the first update so that `init(params)` needs no p; empty for the other rules) and
 `Hyper(lr, p, eps, cap, gap, max_step)`, all traced (a new step size or p never recompiles);
 `gap` = L(W_k) − L* is set by the caller before each Polyak update.
 
@@ -152,7 +152,10 @@ def make_optimizer(name: str) -> Optimizer:
     check_choice("optimizer", name, OPTIMIZERS)
 
     def init(params):
-        return OptState(dual=_tmap(jnp.asarray, params), count=jnp.zeros((), jnp.int32))
+        # only md/nmd read the dual; the other rules carry none (a copy of params in the
+        # engine's loop, copied again every step)
+        dual = _tmap(jnp.asarray, params) if name in ("md", "nmd") else ()
+        return OptState(dual=dual, count=jnp.zeros((), jnp.int32))
 
     def update(grads, state, params, hyper: Hyper):
         lr = hyper.lr

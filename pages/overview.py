@@ -79,7 +79,7 @@ c2.metric("float64", "on" if info["x64"] else "off",
 c3.metric("SVM solver", "Clarabel", help="interior point, tolerances 1e-10 (cvxpy)")
 c4.metric("Mode", limits.mode(), help="ATTSVM_MODE=hosted caps each action's work")
 st.caption(
-    f"attsvm {attsvm.__version__}. GD is jitted JAX (`lax.scan`, `vmap` over runs) and runs "
-    "on a GPU when JAX sees one. The sidebar's problem and training settings are shared by "
-    "every page and kept in the URL, so a copied link reproduces the view. Scores and token "
-    "indices are 0-based.")
+    f"attsvm {attsvm.__version__}. GD is jitted JAX (a loop over steps, `vmap` over runs) "
+    "and runs on a GPU when JAX sees one. The sidebar's problem and training settings are "
+    "shared by every page and kept in the URL, so a copied link reproduces the view. Scores "
+    "and token indices are 0-based.")
