@@ -89,7 +89,7 @@ def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, pa
     """
     TRACES.tick()               # a Python side effect: runs at trace time only
 
-    def value_and_grad(data):
+    def objective_grad(data):
         # the scale-free rules (a step that only uses the gradient's direction) take the
         # gradient divided by the largest non-selected softmax weight: it stays representable
         # after the weights underflow (ngd/nmd only when exact, ε = 0; model.centred_outputs)
@@ -102,20 +102,17 @@ def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, pa
         return jax.value_and_grad(obj, has_aux=True)
 
     def run_step(params, state, prev, prev_rec, bad_at, data, k):
-        step = _make_step(value_and_grad(data), data, hyper, rule=rule, head=head, loss=loss,
+        step = _make_step(objective_grad(data), data, hyper, rule=rule, head=head, loss=loss,
                           train_v=train_v)
         return step(params, state, prev, prev_rec, bad_at, k)
-
-    def record(params, data):
-        """The shapes of one run's record: (W, s, L, ‖∇L‖) (+ v with train_v)."""
-        L, s, W, _ = value_and_grad(data)(params)[0][1]
-        return (W, s, L, L) + ((params[1],) if train_v else ())
 
     vstep = jax.vmap(run_step, in_axes=(0, 0, 0, 0, 0, 0, None))
     init = jax.vmap(RULES[rule].init)
     B = jax.tree_util.tree_leaves(params0)[0].shape[0]
-    bufs0 = tuple(jnp.zeros((n_records + 1,) + a.shape, a.dtype)
-                  for a in jax.eval_shape(jax.vmap(record), params0, data))
+    state0, bad0 = init(params0), jnp.full((B,), -1)
+    # the records' shapes: the step's own, from a step with no record to go back to
+    shapes = jax.eval_shape(vstep, params0, state0, params0, None, bad0, data, 0)[1]
+    bufs0 = tuple(jnp.zeros((n_records + 1,) + a.shape, a.dtype) for a in shapes)
 
     def body(k, c):
         params, state, prev, bad_at, bufs = c
@@ -131,7 +128,7 @@ def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, pa
                      for b, r in zip(bufs, rec, strict=True))
         return params, state, prev, bad_at, bufs
 
-    carry0 = (params0, init(params0), params0, jnp.full((B,), -1), bufs0)
+    carry0 = (params0, state0, params0, bad0, bufs0)
     params, _, prev, bad_at, recs = jax.lax.fori_loop(
         0, n_records * record_every + 1, body, carry0)
     bad_at = jnp.where(bad_at >= n_records * record_every, -1, bad_at)
@@ -162,7 +159,8 @@ def simulate_split(params0, data: Data, hyper: Hyper, ridge, record_every, *, me
 def _make_step(vg, data: Data, hyper: Hyper, *, rule, head, loss, train_v):
     """The engine's step for `vg` = value_and_grad of the objective (traced inside
     `simulate`, one run): (params, state, previous params, previous record, bad_at, k) →
-    ((next params, state, params, bad_at), record)."""
+    ((next params, state, params, bad_at), record); previous record None: no rollback
+    record (for the records' shapes)."""
     leaves = jax.tree_util.tree_leaves
     tmap = jax.tree_util.tree_map
 
@@ -188,7 +186,8 @@ def _make_step(vg, data: Data, hyper: Hyper, *, rule, head, loss, train_v):
         back = running & ~here_ok & (k > 0)
         bad_at = jnp.where(running & ~here_ok, jnp.maximum(k - 1, 0),
                            jnp.where(running & ~next_ok, k, bad_at))
-        rec_out = tmap(lambda a, b: jnp.where(back, a, b), prev_rec, rec)
+        rec_out = rec if prev_rec is None else tmap(lambda a, b: jnp.where(back, a, b),
+                                                     prev_rec, rec)
         nxt = tmap(lambda a, b, c: jnp.where(back, a, jnp.where(bad_at >= 0, b, c)),
                    prev, params, new)
         state = tmap(lambda b, c: jnp.where(bad_at >= 0, b, c), state, state_new)
