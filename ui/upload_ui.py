@@ -45,7 +45,9 @@ def upload_problem(*, key: str = "upload") -> attsvm.Problem | None:
         st.session_state[memo] = got          # one entry per session: the current file
     _, prob, error = got
     if error:
-        st.error(f"**This file cannot be used:** {hosted.escape_markdown(error)}", icon="🚫")
+        name = hosted.escape_markdown(f.name[:100].replace("`", "'"))
+        st.error(f"**This file cannot be used** ({name}): {hosted.escape_markdown(error)}",
+                 icon="🚫")
         return None
     head = prob.head + (f" (λ = {prob.lam:g})" if prob.head == "quadratic" else "")
     st.caption(f"Loaded n = {prob.n}, T = {prob.T}, d = {prob.d}, "

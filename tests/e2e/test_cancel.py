@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 from test_browser import (  # noqa: F401
     PAGE_TIMEOUT_MS,
+    ROOT,
     SHOTS,
     _check_clean,
+    a_run,
     browser,
+    run_states,
     server,
-    wait_idle,
 )
 
 pytestmark = pytest.mark.browser
@@ -28,25 +30,27 @@ def test_cancel_stops_a_long_sweep_and_run_again_restarts_it(server, browser):  
         bar = page.locator('[data-testid="stProgress"]')
         bar.first.wait_for(timeout=PAGE_TIMEOUT_MS)
         assert bar.count() == 1
-        cancel.click()
-        page.wait_for_function("document.body.innerText.includes('Cancelled')",
-                               timeout=PAGE_TIMEOUT_MS)
+        with a_run(page):                   # the run that draws "Cancelled" has ended
+            cancel.click()
+        assert "Cancelled" in page.inner_text('[data-testid="stMain"]')
         _check_clean(page, "cancelled-sweep")
         assert page.locator(".vega-embed").count() == 0
-        # Click "Run again" once the cancelled run has ended (CI once clicked it while that
-        # run was still finishing and then never saw a new Cancel button); if the button
-        # still does not come, keep a screenshot and the page's text for the report.
-        wait_idle(page)
-        page.get_by_role("button", name="Run again").click()
-        try:
-            page.get_by_role("button", name="Cancel").wait_for(timeout=PAGE_TIMEOUT_MS)
-        except Exception:
-            page.screenshot(path=str(SHOTS / "cancel-run-again-FAILED.png"), full_page=True)
-            pytest.fail("no Cancel button after Run again; the page says: "
-                        + page.locator('[data-testid="stMain"]').inner_text()[:1500])
-        page.get_by_role("button", name="Cancel").click()      # leave the server idle
-        page.wait_for_function("document.body.innerText.includes('Cancelled')",
-                               timeout=PAGE_TIMEOUT_MS)
+        # Run again restarts the sweep: its progress bar and Cancel button come back. If they
+        # do not, keep a screenshot, the page's text, the run states and the server's log.
+        with a_run(page):
+            page.get_by_role("button", name="Run again").click()
+            try:
+                page.get_by_role("button", name="Cancel").wait_for(timeout=PAGE_TIMEOUT_MS)
+            except Exception:
+                page.screenshot(path=str(SHOTS / "cancel-run-again-FAILED.png"),
+                                full_page=True)
+                log = (ROOT / "artifacts" / "e2e-server.log").read_text()[-1500:]
+                pytest.fail("no Cancel button after Run again; run state "
+                            + run_states(page) + "; the page says: "
+                            + page.locator('[data-testid="stMain"]').inner_text()[:800]
+                            + "\nserver log tail:\n" + log)
+            page.get_by_role("button", name="Cancel").click()      # leave the server idle
+        assert "Cancelled" in page.inner_text('[data-testid="stMain"]')
     finally:
         page.close()
 

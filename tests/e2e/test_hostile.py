@@ -8,11 +8,18 @@ The peak is written to artifacts/hostile-memory.txt (the issue asks for it to be
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from test_browser import ARGS, CHROMIUM, PAGE_TIMEOUT_MS, ROOT, streamlit_server, wait_idle
+from test_browser import (
+    ARGS,
+    CHROMIUM,
+    PAGE_TIMEOUT_MS,
+    ROOT,
+    a_run,
+    streamlit_server,
+    wait_idle,
+)
 from test_browser import healthy as _healthy
 
 sys.path.insert(0, str(ROOT / "tests"))
@@ -55,7 +62,6 @@ def _drawn(page):
     page.wait_for_selector('[data-testid="stSidebar"] [data-testid="stPageLink-NavLink"]',
                            timeout=PAGE_TIMEOUT_MS)
     wait_idle(page)
-    time.sleep(0.5)
 
 
 def _assert_survived(page, what: str):
@@ -97,12 +103,13 @@ def test_hostile_links_and_uploads_leave_the_app_drawn_and_memory_bounded(hosted
                 name, data, field, _ = UPLOADS[case]
                 path = tmp / f"{case.replace(' ', '_')}{Path(name).suffix}"
                 path.write_bytes(data)
-                page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(
-                    str(path))
-                page.wait_for_function(
-                    "document.body.innerText.includes('This file cannot be used')",
-                    timeout=PAGE_TIMEOUT_MS)
-                _drawn(page)
+                with a_run(page):
+                    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(
+                        str(path))
+                    # the refusal names this file, so an earlier case's note cannot pass
+                    page.wait_for_function(
+                        "document.body.innerText.includes("
+                        f"'This file cannot be used ({path.name})')", timeout=PAGE_TIMEOUT_MS)
                 _assert_survived(page, case)
                 assert f"{field}" in page.inner_text("body"), case
             page.close()
