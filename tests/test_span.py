@@ -35,6 +35,11 @@ def _problem(kind, n, T, d, seed):
                           else "cross")
 
 
+# one compiled program per shape: op-by-op jax.grad took ~1.4 s an example
+_GRAD = jax.jit(jax.grad(model.risk), static_argnums=(2, 3))
+_LOGITS = jax.jit(model.logits)
+
+
 @settings(max_examples=25, deadline=None)
 @given(kind=st.sampled_from(["single", "sequence", "causal", "lengths", "duplicates"]),
        n=st.integers(1, 4), T=st.integers(2, 5), d=st.integers(1, 7), seed=st.integers(0, 99))
@@ -50,11 +55,11 @@ def test_span_logits_gradient_and_norm_are_the_plain_forms(kind, n, T, d, seed):
     plain = model.Data(**{k: jnp.asarray(a[0]) for k, a in stacked.items()})
     span = plain._replace(R=jnp.asarray(R[0]), a0=jnp.asarray(a0[0]))
     real = np.asarray(plain.mask)
-    a_plain, a_span = np.asarray(model.logits(W, plain)), np.asarray(model.logits(e, span))
+    a_plain, a_span = np.asarray(_LOGITS(W, plain)), np.asarray(_LOGITS(e, span))
     np.testing.assert_allclose(a_span[real], a_plain[real], rtol=0, atol=1e-12)
     assert np.all(np.isneginf(a_span[~real]))
-    g_W = np.asarray(jax.grad(model.risk)(jnp.asarray(W), plain, prob.head, "logistic"))
-    g_e = np.asarray(jax.grad(model.risk)(jnp.asarray(e), span, prob.head, "logistic"))
+    g_W = np.asarray(_GRAD(jnp.asarray(W), plain, prob.head, "logistic"))
+    g_e = np.asarray(_GRAD(jnp.asarray(e), span, prob.head, "logistic"))
     np.testing.assert_allclose(g_e, V[0] @ g_W.ravel(), rtol=0, atol=1e-13)
     np.testing.assert_allclose(V[0].T @ (V[0] @ g_W.ravel()), g_W.ravel(), rtol=0, atol=1e-13)
     assert np.linalg.norm(g_e) == pytest.approx(np.linalg.norm(g_W), rel=1e-12, abs=1e-15)
@@ -195,6 +200,11 @@ def _pad_one(prob, sizes):
     if prob.V is not None:
         out["V"][:d, :d] = prob.V
     return out
+
+
+# one compiled program per shape: op-by-op jax.grad took ~1.4 s an example
+_GRAD = jax.jit(jax.grad(model.risk), static_argnums=(2, 3))
+_LOGITS = jax.jit(model.logits)
 
 
 @settings(max_examples=25, deadline=None)
