@@ -42,7 +42,7 @@ NO_CHARTS_ON_LOAD = {"tour", "reproduce"}     # reproduce draws after its Run bu
 PAGE_TIMEOUT_MS = 90_000          # a slow CI machine under both workers' load
 BAD = '[data-testid="stException"], [data-testid="stAlertContentError"]'
 RUN_DONE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
-BUSY = '[data-testid="stSpinner"], [data-testid="stSkeleton"], [data-testid="stProgress"]'
+BUSY = '[data-testid="stSpinner"], [data-testid="stSkeleton"]'
 
 
 def _unavailable(reason: str):
@@ -144,12 +144,15 @@ def _settle(page, charts: bool = False):
                            timeout=PAGE_TIMEOUT_MS)
     if charts:
         page.wait_for_selector(".vega-embed canvas, .vega-embed svg", timeout=PAGE_TIMEOUT_MS)
-    # Cached calls show a spinner (or a skeleton, or a progress bar) while they compute;
-    # the page is done when none has been seen for a little while.
+    # The run is over; it must stay over for a moment (a page may start another run of
+    # itself) with no spinner or skeleton left. Progress bars are not waited out: a cached
+    # result replays its finished bar, which stays on the page (waiting for it to go made
+    # every such _settle sit out its whole timeout).
     deadline, quiet = time.time() + PAGE_TIMEOUT_MS / 1000, 0
-    while time.time() < deadline and quiet < 4:
-        quiet = 0 if page.locator(BUSY).count() else quiet + 1
-        time.sleep(0.4)
+    while time.time() < deadline and quiet < 3:
+        idle = page.locator(RUN_DONE).count() and not page.locator(BUSY).count()
+        quiet = quiet + 1 if idle else 0
+        time.sleep(0.3)
 
 
 def wait_idle(page, timeout_ms: float = PAGE_TIMEOUT_MS) -> None:

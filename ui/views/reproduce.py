@@ -205,21 +205,29 @@ def card(name: str, group: tuple = (), label: str = "experiment"):
 
 def store_status():
     """One line: how many results are stored, and what the server computes now (polled
-    until every result is stored)."""
+    while the server fills the store; without a filler, as with ATTSVM_FILL=0, drawn once)."""
     names = store.names()
     if all(results.entry(n) is not None for n in names):
         st.caption(f"All {len(names)} results are stored on the server.")
-    else:
+        return
+    results.start_filler()          # (again, should entries have gone missing since it ended)
+    if results.filling():
         _store_progress()
+    else:                           # nothing is on its way: no timer to rerun the page for
+        _store_line()
 
 
 @st.fragment(run_every=POLL_S)
 def _store_progress():
-    results.start_filler()          # (again, should entries have gone missing since it ended)
+    results.start_filler()
+    if all(results.entry(n) is not None for n in store.names()) or not results.filling():
+        st.rerun()
+    _store_line()
+
+
+def _store_line():
     names = store.names()
     ready = [n for n in names if results.entry(n) is not None]
-    if len(ready) == len(names):
-        st.rerun()
     now = next((n for n in names if store.state(n).kind == "computing"), None)
     paper = [n for n in experiments.EXPERIMENTS if n in ready]
     text = (f"Stored on the server: {len(paper)} of {len(experiments.EXPERIMENTS)} of the "
