@@ -157,3 +157,27 @@ def test_one_filler_per_server_started_again_only_when_entries_went_missing(monk
     assert len(started) == 1
     server.ensure(lambda: True)              # entries went missing: once more
     assert len(started) == 2 and server.running
+
+
+@pytest.mark.parametrize("filling", [False, True])
+def test_the_store_line_polls_only_while_the_store_fills(monkeypatch, filling):
+    """Without a filler (ATTSVM_FILL=0 here) nothing can arrive, so the store line is drawn
+    once; a polling fragment (every POLL_S) would rerun the page for nothing."""
+    from streamlit.testing.v1 import AppTest
+
+    from ui.views import reproduce as view
+
+    polled = []
+    monkeypatch.setattr(results, "filling", lambda: filling)
+    monkeypatch.setattr(view, "_store_progress", lambda: polled.append(1))
+
+    def script():
+        from ui.views import reproduce
+        reproduce.store_status()
+
+    at = AppTest.from_function(script).run(timeout=60)
+    assert not at.exception
+    assert polled == ([1] if filling else [])
+    if not filling:
+        assert any("the others run when you click their Run button" in c.value
+                   for c in at.caption)
