@@ -202,11 +202,6 @@ def _pad_one(prob, sizes):
     return out
 
 
-# one compiled program per shape: op-by-op jax.grad took ~1.4 s an example
-_GRAD = jax.jit(jax.grad(model.risk), static_argnums=(2, 3))
-_LOGITS = jax.jit(model.logits)
-
-
 @settings(max_examples=25, deadline=None)
 @given(kind=st.sampled_from(["single", "sequence", "causal", "lengths", "duplicates"]),
        head=st.sampled_from(["linear", "relu", "quadratic"]),

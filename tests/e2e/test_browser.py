@@ -137,7 +137,7 @@ def browser(server):
 
 def _settle(page, charts: bool = False):
     """Wait until the script has finished (the app's root says so) and charts are drawn."""
-    page.wait_for_selector(RUN_DONE, timeout=PAGE_TIMEOUT_MS)
+    wait_idle(page)
     # Every page starts with a title; the sidebar's own page links come from app.py.
     page.wait_for_selector('[data-testid="stMain"] h1', timeout=PAGE_TIMEOUT_MS)
     page.wait_for_selector('[data-testid="stSidebar"] [data-testid="stPageLink-NavLink"]',

@@ -16,9 +16,9 @@ from test_browser import (
     CHROMIUM,
     PAGE_TIMEOUT_MS,
     ROOT,
+    _settle,
     a_run,
     streamlit_server,
-    wait_idle,
 )
 from test_browser import healthy as _healthy
 
@@ -57,13 +57,6 @@ def hosted_server():
         yield running
 
 
-def _drawn(page):
-    page.wait_for_selector('[data-testid="stMain"] h1', timeout=PAGE_TIMEOUT_MS)
-    page.wait_for_selector('[data-testid="stSidebar"] [data-testid="stPageLink-NavLink"]',
-                           timeout=PAGE_TIMEOUT_MS)
-    wait_idle(page)
-
-
 def _assert_survived(page, what: str):
     assert page.locator(EXC).count() == 0, f"{what}: exception box: " \
         f"{page.locator(EXC).first.inner_text()[:500]}"
@@ -81,12 +74,12 @@ def test_hostile_links_and_uploads_leave_the_app_drawn_and_memory_bounded(hosted
         try:
             warm = browser.new_page()
             warm.goto(base + "/", timeout=PAGE_TIMEOUT_MS)
-            _drawn(warm)
+            _settle(warm)
             warm.close()
             for link in LINKS:
                 page = browser.new_page(viewport={"width": 1400, "height": 2000})
                 page.goto(base + link, timeout=PAGE_TIMEOUT_MS)
-                _drawn(page)
+                _settle(page)
                 if "1e400" in link or "1e999" in link or "nan" in link or "p199" in link:
                     # the note is drawn once the page's script has finished
                     page.wait_for_function(
@@ -96,7 +89,7 @@ def test_hostile_links_and_uploads_leave_the_app_drawn_and_memory_bounded(hosted
                 page.close()
             page = browser.new_page(viewport={"width": 1400, "height": 2000})
             page.goto(base + "/?preset=upload", timeout=PAGE_TIMEOUT_MS)
-            _drawn(page)
+            _settle(page)
             tmp = ROOT / "artifacts" / "hostile-uploads"
             tmp.mkdir(parents=True, exist_ok=True)
             for case in UPLOAD_CASES:
