@@ -2,15 +2,24 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 from pathlib import Path
 
 import pytest
+from streamlit.components.v2 import manifest_scanner as _scanner
 from streamlit.testing.v1 import AppTest
 
 APP = Path(__file__).parents[2] / "app.py"
 TIMEOUT = 120            # first runs compile JAX programs on a busy 2-core machine
+
+# Every AppTest's first run scans all installed distributions for Streamlit component
+# manifests (`BidiComponentManager.discover_and_register_components`): 0.43 s of reading
+# package metadata, per AppTest, about 250 of them per suite. The installed packages do not
+# change during a test run, so one scan per test process serves them all (the app uses no
+# custom component: the scan finds none either way).
+_scanner.scan_component_manifests = functools.cache(_scanner.scan_component_manifests)
 
 
 def open_page(page: str | None, query: dict | None = None) -> AppTest:

@@ -109,30 +109,9 @@ def healthy(base: str) -> bool:
         return False
 
 
-@pytest.fixture(scope="module")
-def server():
-    with streamlit_server() as (base, _):
-        yield base
-
-
 def _mkdirs() -> bool:
     SHOTS.mkdir(parents=True, exist_ok=True)
     return True
-
-
-@pytest.fixture(scope="module")
-def browser(server):
-    from playwright.sync_api import sync_playwright
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        # A process's first run still probes the legacy pages/ folder; warm it up at the
-        # root so no page test sees that one-off "page not found" dialog.
-        page = b.new_page()
-        page.goto(server + "/", timeout=PAGE_TIMEOUT_MS)
-        _settle(page)
-        page.close()
-        yield b
-        b.close()
 
 
 def _settle(page, charts: bool = False):

@@ -3,23 +3,14 @@ progress and a Cancel button; Cancel stops it (it stays cancelled), Run again re
 from __future__ import annotations
 
 import pytest
-from test_browser import (  # noqa: F401
-    PAGE_TIMEOUT_MS,
-    ROOT,
-    SHOTS,
-    _check_clean,
-    a_run,
-    browser,
-    run_states,
-    server,
-)
+from test_browser import PAGE_TIMEOUT_MS, ROOT, SHOTS, _check_clean, a_run, run_states
 
 pytestmark = pytest.mark.browser
 
 BIG = "ovp_runs=500&steps=20000&ovp_d=2&ovp_d=4&ovp_d=8&ovp_d=12&ovp_d=20&ovp_d=30"
 
 
-def test_cancel_stops_a_long_sweep_and_run_again_restarts_it(server, browser):  # noqa: F811
+def test_cancel_stops_a_long_sweep_and_run_again_restarts_it(server, browser):
     page = browser.new_page(viewport={"width": 1500, "height": 1800})
     try:
         page.goto(f"{server}/over-parameterization?{BIG}", timeout=PAGE_TIMEOUT_MS)

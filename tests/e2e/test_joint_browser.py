@@ -4,12 +4,12 @@ authors' loop side by side, with no error box, and names the non-support sequenc
 from __future__ import annotations
 
 import pytest
-from test_browser import SHOTS, browser, clean_page, server  # noqa: F401
+from test_browser import SHOTS, clean_page
 
 pytestmark = pytest.mark.browser
 
 
-def test_joint_page_renders_both_runs(server, browser):  # noqa: F811
+def test_joint_page_renders_both_runs(server, browser):
     with clean_page(browser, f"{server}/train-the-head?jt_steps=500&jt_dtype=float32",
                     "joint") as page:
         body = page.inner_text("body")

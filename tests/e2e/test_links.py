@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_browser import PAGE_TIMEOUT_MS, _check_clean, _settle, browser, server  # noqa: F401
+from test_browser import PAGE_TIMEOUT_MS, _check_clean, _settle
 
 pytestmark = pytest.mark.browser
 
@@ -24,7 +24,7 @@ LINKS = {
 TIMING = re.compile(r"\d+(\.\d+)?\s?(s|ms)\b")          # durations differ between runs
 
 
-def _view(browser, url: str, *, last: str | None = None,  # noqa: F811
+def _view(browser, url: str, *, last: str | None = None,
           name: str = "link") -> tuple[str, str]:
     """The main area's text (durations masked) and the URL of `url` opened in a fresh
     browser context; `last`: a selector of the page's last element, waited for (a page
@@ -45,7 +45,7 @@ def _view(browser, url: str, *, last: str | None = None,  # noqa: F811
 
 
 @pytest.mark.parametrize("path", list(LINKS))
-def test_a_copied_link_shows_the_same_state_and_numbers(server, browser, path):  # noqa: F811
+def test_a_copied_link_shows_the_same_state_and_numbers(server, browser, path):
     query, expect = LINKS[path]
     url = f"{server}/{path}?{query}"
     (first, url1), (second, url2) = (_view(browser, url) for _ in range(2))
@@ -63,7 +63,7 @@ def _card(page, name: str):
     return page.locator('[data-testid="stVerticalBlock"]').filter(has=heading).last
 
 
-def test_reproduce_settings_go_into_the_link_and_come_back(server, browser):  # noqa: F811
+def test_reproduce_settings_go_into_the_link_and_come_back(server, browser):
     """On the Reproduce page a changed setting is written into the URL, and that URL opened
     in a fresh session shows the setting again (the Run result itself is cached by it)."""
     ctx = browser.new_context(viewport={"width": 1500, "height": 2400})
@@ -98,7 +98,7 @@ def test_reproduce_settings_go_into_the_link_and_come_back(server, browser):  # 
         ctx.close()
 
 
-def test_edited_geometry_data_travels_in_the_link(server, browser):  # noqa: F811
+def test_edited_geometry_data_travels_in_the_link(server, browser):
     """Tokens edited on the Geometry page are in its URL (`geo_data`): the link opened in
     two fresh sessions shows the edited problem, with the same numbers, and keeps it."""
     import urllib.parse

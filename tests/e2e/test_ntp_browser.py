@@ -4,8 +4,7 @@ sequence in the text area merges an SCC and says so."""
 from __future__ import annotations
 
 import pytest
-from test_browser import (  # noqa: F401
-    PAGE_TIMEOUT_MS, SHOTS, _check_clean, _settle, browser, clean_page, server)
+from test_browser import PAGE_TIMEOUT_MS, SHOTS, _check_clean, _settle, clean_page
 from test_links import _view
 
 LAST = '[data-testid="stDownloadButton"]'   # the page's last element: the run has finished
@@ -14,7 +13,7 @@ pytestmark = pytest.mark.browser
 AUTHORS_0 = "1 2 5 4 : 1\n5 0 1 2 : 5\n4 5 3 1 : 5\n3 5 0 2 : 3\n3 1 0 4 : 1\n5 1 3 0 : 3"
 
 
-def test_ntp_page_renders_and_reports_a_merge(server, browser):  # noqa: F811
+def test_ntp_page_renders_and_reports_a_merge(server, browser):
     from urllib.parse import quote
     url = f"{server}/next-token?ntp_steps=400&ntp_seqs={quote(AUTHORS_0)}"
     with clean_page(browser, url, "ntp") as page:
@@ -33,7 +32,7 @@ def test_ntp_page_renders_and_reports_a_merge(server, browser):  # noqa: F811
         page.screenshot(path=str(SHOTS / "ntp.png"), full_page=True)
 
 
-def test_a_copied_link_shows_the_same_numbers(server, browser):  # noqa: F811
+def test_a_copied_link_shows_the_same_numbers(server, browser):
     """Two fresh browser sessions on one link: same sequences, same graphs, same numbers."""
     url = f"{server}/next-token?ntp_steps=600&ntp_seed=3&ntp_K=7&ntp_shape=5x3&ntp_lr=0.02"
     first, u1 = _view(browser, url, last=LAST, name="ntp-link")

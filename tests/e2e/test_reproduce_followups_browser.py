@@ -4,12 +4,12 @@ next to the authors', without an error box."""
 from __future__ import annotations
 
 import pytest
-from test_browser import PAGE_TIMEOUT_MS, SHOTS, _check_clean, _open, _settle, browser, server  # noqa: F401
+from test_browser import PAGE_TIMEOUT_MS, SHOTS, _check_clean, _open, _settle
 
 pytestmark = pytest.mark.browser
 
 
-def test_a_follow_up_card_runs_from_a_link(server, browser):  # noqa: F811
+def test_a_follow_up_card_runs_from_a_link(server, browser):
     page = _open(browser, f"{server}/paper-figures?repro-ntp-local-instances=2"
                           "&repro-ntp-local-steps=200")
     try:

@@ -4,13 +4,12 @@ and switching to normalized GD reruns it cleanly."""
 from __future__ import annotations
 
 import pytest
-from test_browser import (  # noqa: F401
-    PAGE_TIMEOUT_MS, SHOTS, _check_clean, _settle, browser, clean_page, server)
+from test_browser import PAGE_TIMEOUT_MS, SHOTS, _check_clean, _settle, clean_page
 
 pytestmark = pytest.mark.browser
 
 
-def test_small_init_page_renders_and_switches_to_normalized_gd(server, browser):  # noqa: F811
+def test_small_init_page_renders_and_switches_to_normalized_gd(server, browser):
     url = f"{server}/small-init-rank?stair_steps=1000&stair_lambda=0.01"
     with clean_page(browser, url, "small-init-rank") as page:
         body = page.inner_text("body")

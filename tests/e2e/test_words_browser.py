@@ -5,14 +5,13 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from test_browser import (  # noqa: F401
-    PAGE_TIMEOUT_MS, SHOTS, _check_clean, browser, clean_page, server)
+from test_browser import PAGE_TIMEOUT_MS, SHOTS, _check_clean, clean_page
 
 pytestmark = pytest.mark.browser
 HOSTILE = "+ the movie was <img src=x id=pwn onerror=alert(1)> **great**\n- the food was awful"
 
 
-def test_words_page_renders_and_typed_html_stays_text(server, browser):  # noqa: F811
+def test_words_page_renders_and_typed_html_stays_text(server, browser):
     with clean_page(browser, f"{server}/real-words?words_n=8&words_steps=500",
                     "words") as page:
         body = page.inner_text("body")
