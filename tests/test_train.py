@@ -137,7 +137,7 @@ def test_padding_to_a_bucket_is_exact(X, Z, v, labels):
     # follows rounding noise, which no two implementations share. Compare real gradients:
     # the step's direction carries a rounding error of about 1e-16 × O(1) / ‖∇L‖, so at
     # ‖∇L‖ = 1.4e-4 (nearly all tokens equal, found by an xdist run) 8 steps already drifted
-    # 1.9e-12 apart, past atol; from 1e-3 on the drift stays well under it.
+    # 1.9e-12 apart, past atol; from 1e-3 on, the bound is a tenth of that or less.
     assume(np.linalg.norm(np_grad(prob, init, "W", "logistic")) > 1e-3)
     run = attsvm.train(prob, param="W", steps=8, init=init, record_every=1)
     Ws, Ls = np_gd(prob, init, "W", steps=8, lr=0.1, loss="logistic")
