@@ -20,7 +20,7 @@ import numpy as np
 from . import limits, model
 from .batching import cpu_split, padded_batch, place, repeat_last, span_basis
 from .limits import SPAN_RULES, span_pays
-from .engine import simulate, simulate_split
+from .engine import compile_count, simulate, simulate_split
 from .model import jax, jnp
 from .optimizers import DEFAULT_CENTRED, DEFAULT_EPS, KQ_OPTIMIZERS, MAX_P, MIN_P, OPTIMIZERS, Hyper
 from .problems import Problem, check_choice, check_float, check_int, check_record_every
@@ -401,50 +401,64 @@ def _simulate_parts(cfg: dict, stacked: dict, params0, devices, *, head: str, tr
     (`engine.simulate_split`), each device running an equal block of runs (the last run
     repeated to fill the last block). One thread per block then copies its records into one
     history, so the cores share the copy too (240 MB for the benchmark's workload; copied by
-    one thread it cost 0.1–0.3 s more here, most of it page faults). Returns numpy records
+    one thread it cost 0.1–0.3 s more here, most of it page faults). The history is
+    allocated before the program is called and, when the call traces a new program, its
+    pages are touched by one of those threads meanwhile, so that the faults overlap the
+    compilation (docs/performance.md, fifteenth session). Returns numpy records
     (record-major), final params and bad_at, as `_simulate`'s arrays."""
     B = len(stacked["X"])
     stacked, params0 = repeat_last(stacked, params0, -(-B // len(devices)) * len(devices))
     mesh = jax.sharding.Mesh(np.array(devices), ("runs",))
     runs = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("runs"))
-    recs, final, bad_at = _simulate(cfg, jax.device_put(params0, runs),
-                                    jax.device_put(model.Data(**stacked), runs), head=head,
-                                    train_v=train_v, mesh=mesh)
-    out = [np.empty(a.shape, a.dtype) for a in recs]
-    # The shard lists are taken here, once, and the threads only read them. A copying thread
-    # once found a record with fewer shards than devices (an IndexError, in one of 20 fresh
-    # processes of a script making the bench's engine calls; not reproduced in 300 calls of
-    # that workload or in 3000 two-thread listings of fresh sharded outputs), so a record
-    # whose list is not one shard per device is copied whole by JAX instead.
-    shards = [a.addressable_shards for a in recs]
-    whole = [len(s) != len(devices) for s in shards]
-    for o, a, w in zip(out, recs, whole, strict=True):
-        if w:
-            o[...] = np.asarray(a)
-
-    def copy(j):
-        for o, s, w in zip(out, shards, whole, strict=True):
-            if not w:
-                o[s[j].index] = np.asarray(s[j].data)
-
+    args, static = _engine_args(cfg, jax.device_put(params0, runs),
+                                jax.device_put(model.Data(**stacked), runs), head=head,
+                                train_v=train_v)
+    traces = compile_count()
+    shapes = simulate_split.eval_shape(*args, mesh=mesh, **static)[0]   # traced once, reused
+    out = [np.empty(a.shape, a.dtype) for a in shapes]
+    touch = compile_count() > traces    # a warm call does not: beside the program, 10 % slower
     with ThreadPoolExecutor(len(devices)) as pool:
+        touched = pool.submit(lambda: [o.fill(0) for o in out] if touch else None)  # no GIL
+        recs, final, bad_at = simulate_split(*args, mesh=mesh, **static)
+        # The shard lists are taken here, once, and the threads only read them. A copying
+        # thread once found a record with fewer shards than devices (an IndexError, in one of
+        # 20 fresh processes of a script making the bench's engine calls; not reproduced in
+        # 300 calls of that workload or in 3000 two-thread listings of fresh sharded
+        # outputs), so a record whose list is not one shard per device is copied whole by
+        # JAX instead.
+        shards = [a.addressable_shards for a in recs]
+        whole = [len(s) != len(devices) for s in shards]
+        touched.result()
+        for o, a, w in zip(out, recs, whole, strict=True):
+            if w:
+                o[...] = np.asarray(a)
+
+        def copy(j):
+            for o, s, w in zip(out, shards, whole, strict=True):
+                if not w:
+                    o[s[j].index] = np.asarray(s[j].data)
+
         list(pool.map(copy, range(len(devices))))
     return tuple(out), jax.tree_util.tree_map(np.asarray, final), np.asarray(bad_at)
 
 
-def _simulate(cfg: dict, params0, data, *, head: str, train_v: bool, mesh=None):
-    """The engine's call for checked settings `cfg`: traced numbers, static structure
-    (`engine.simulate`, or `engine.simulate_split` over `mesh`)."""
+def _engine_args(cfg: dict, params0, data, *, head: str, train_v: bool):
+    """The engine's arguments and static settings for checked settings `cfg`: traced
+    numbers, static structure (`engine.simulate`, `engine.simulate_split`)."""
     f64 = lambda x: jnp.asarray(x, jnp.float64)   # noqa: E731
     hyper = Hyper(lr=f64(cfg["lr"]), p=f64(cfg["p"] or 2.0), eps=f64(cfg["eps"]),
                   cap=f64(np.inf), gap=f64(0.0), max_step=f64(10.0 * cfg["lr"]))
     static = dict(rule=cfg["optimizer"], param=cfg["param"], head=head, loss=cfg["loss"],
                   centred=cfg["centred"], n_records=cfg["steps"] // cfg["record_every"],
                   train_v=train_v)
-    args = (params0, data, hyper, f64(cfg["ridge"]),
-            jnp.asarray(cfg["record_every"], jnp.int64))
-    return simulate(*args, **static) if mesh is None else simulate_split(*args, mesh=mesh,
-                                                                         **static)
+    return (params0, data, hyper, f64(cfg["ridge"]),
+            jnp.asarray(cfg["record_every"], jnp.int64)), static
+
+
+def _simulate(cfg: dict, params0, data, *, head: str, train_v: bool):
+    """The engine's call (`engine.simulate`) for checked settings `cfg`."""
+    args, static = _engine_args(cfg, params0, data, head=head, train_v=train_v)
+    return simulate(*args, **static)
 
 
 def _check_train_v(probs, train_v, optimizer: str) -> bool:
