@@ -202,16 +202,21 @@ def bulk_svm_work(*, n: int, T: int, d: int, norm: str = "fro", queries: str = "
                   solves: int = 1) -> float:
     """Work units of `solves` solves by the sweeps' exact solvers (attsvm.fastsvm).
 
-    Frobenius, a least-distance program by NNLS on a (d² + 1) × r system: 2·r²·d². Nuclear,
-    the batched barrier method: 3 × the Clarabel formula. Fitted to single-thread times
-    measured here: Frobenius (32, 32, 64) 4.2 s, (32, 32, 32) 0.56 s, (16, 16, 32) 0.07 s;
-    nuclear (32, 16, 32) 63 s, (16, 16, 32) 2.5 s, (10, 10, 20) 0.18 s, (8, 8, 64) 0.12 s.
-    """
+    Frobenius, a least-distance program by NNLS on a (d² + 1) × r system: 2·r²·d². Fitted to
+    single-thread times measured here: (32, 32, 64) 4.2 s, (32, 32, 32) 0.56 s, (16, 16, 32)
+    0.07 s. Nuclear, the batched barrier method: 1.5 × the Clarabel formula. Single-thread
+    times per solve on the 2-core AVX-512 machine (batches of 4–100 feasible problems, the
+    LDP included; docs/performance.md, fifteenth session): (32, 16, 32) 13.2 s, (16, 16, 32)
+    1.0 s, (8, 8, 64) 52 ms, (10, 10, 20) 13 ms, (15, 5, 20) 8.7 ms, (5, 5, 20) 2.0–2.3 ms,
+    priced at 3.2×, 4.0×, 53×, 17×, 21× and 17–19× those. The margin at the largest sizes
+    covers the slower machines of this kind (the Zen 3 without AVX-512 ran the engine 1.67×
+    slower). The factor was 3 when the same barrier took 63 s, 2.5 s, 0.12 s and 0.18 s on
+    the first four sizes, before its later speed-ups."""
     r = _constraints(n, T, queries)
     if norm == "fro":
         cost = 2 * r * r * d * d
     else:
-        cost = 3 * (svm_work(n=n, T=T, d=d, norm="nuc", queries=queries) - 5e6)
+        cost = 1.5 * (svm_work(n=n, T=T, d=d, norm="nuc", queries=queries) - 5e6)
     return float(solves) * (1e6 + cost)
 
 
