@@ -88,14 +88,22 @@ def _n_and_s(G, lam):
     return N, np.eye(b) - np.swapaxes(N, 1, 2) @ N
 
 
-def _phi(t, G, lam):
-    """φ_t(λ) = −t 1ᵀλ − Σ log λ − log det S; +inf outside the domain. (P,)"""
-    _, S = _n_and_s(G, lam)
+def _point(G, lam):
+    """What the barrier method needs at λ, computed once: N and S (`_n_and_s`) and φ_t's
+    parts that do not depend on t, (1ᵀλ, Σ log λ, log det S, inside the domain), each (P,)."""
+    N, S = _n_and_s(G, lam)
     ev = np.linalg.eigvalsh(S)
     inside = np.all(ev > 0, axis=-1) & np.all(lam > 0, axis=-1)
     logdet = np.log(np.where(ev > 0, ev, 1.0)).sum(-1)
     safe = np.where(lam > 0, lam, 1.0)
-    return np.where(inside, -t * lam.sum(-1) - np.log(safe).sum(-1) - logdet, np.inf)
+    return N, S, (lam.sum(-1), np.log(safe).sum(-1), logdet, inside)
+
+
+def _phi(t, parts):
+    """φ_t(λ) = −t 1ᵀλ − Σ log λ − log det S from `_point`'s parts; +inf outside the
+    domain. (P,)"""
+    lam_sum, log_sum, logdet, inside = parts
+    return np.where(inside, -t * lam_sum - log_sum - logdet, np.inf)
 
 
 def _rank_one(G: np.ndarray):
@@ -161,15 +169,15 @@ def _hessian_rank_one(fac, N, Sinv, Mn, buf: _Buffers | None = None):
     return H
 
 
-def _newton_step(t, G, Gt, GfT, lam, fac=None, buf: _Buffers | None = None):
+def _newton_step(t, G, Gt, GfT, lam, fac=None, buf: _Buffers | None = None, NS=None):
     """Gradient and Newton step of φ_t at λ: (P, m) each.
 
     G (P, m, a, b); Gt = G_jᵀ stacked as (P, m·b, a) and GfT = vec(G_j) as columns
     (P, a·b, m), both C-contiguous (numpy's stacked matmul is slow on strided views); fac:
     `_rank_one`'s factors of G, for `_hessian_rank_one` (a third of svm-rank's time), with
-    its reused arrays `buf`."""
+    its reused arrays `buf`; NS: (N, S) at λ when the caller has them (`_point`)."""
     P, m, a, b = G.shape
-    N, S = _n_and_s(G, lam)
+    N, S = _n_and_s(G, lam) if NS is None else NS
     Sinv = np.linalg.inv(S)
     Mn = N @ Sinv  # (P, a, b)
     grad = -t[:, None] - 1.0 / lam + 2.0 * (Mn.reshape(P, 1, a * b) @ GfT)[:, 0]
@@ -234,9 +242,12 @@ def nuclear_barrier(
     # them every iteration took a quarter of the method's time)
     Gi, Gt, GfT, fac = np.ascontiguousarray(G), Gt_all, GfT_all, fac_all
     buf = _Buffers()
+    # N, S and φ's parts at the batch's current λ (`_point`), kept from the line search that
+    # accepted λ: recomputed they cost svm-rank a tenth of its time (docs/performance.md)
+    cur = _point(Gi, lam_all[idx])
     for _ in range(max_newton):
         lam, t = lam_all[idx], t_all[idx]
-        grad, step = _newton_step(t, Gi, Gt, GfT, lam, fac, buf)
+        grad, step = _newton_step(t, Gi, Gt, GfT, lam, fac, buf, NS=cur[:2])
         slope = (grad * step).sum(-1)  # −(Newton decrement²)
         centered = -slope < 1e-6
         lam_c[idx[centered]] = lam[centered]
@@ -248,9 +259,12 @@ def nuclear_barrier(
         t_all[idx] = np.where(centered, np.minimum(t * mu, target), t)
         move = ~finished & ~centered
         if move.any():
-            lam[move] = _backtrack(t_all[idx][move], Gi if move.all() else Gi[move],
-                                   lam[move], step[move], slope[move])
+            every = move.all()
+            moved = _backtrack(t_all[idx][move], Gi if every else Gi[move], lam[move],
+                               step[move], slope[move], cur if every else _rows(cur, move))
+            lam[move] = moved[0]
             lam_all[idx] = lam
+            cur = moved[1] if every else _set_rows(cur, move, moved[1])
         if finished.any():
             keep = ~finished
             idx = idx[keep]
@@ -258,6 +272,7 @@ def nuclear_barrier(
                 break
             Gi, Gt, GfT = Gi[keep], Gt[keep], GfT[keep]
             fac = None if fac is None else tuple(f[keep] for f in fac)
+            cur = _rows(cur, keep)
     lam_all = lam_c
     N, S = _n_and_s(G, lam_all)
     M = N @ np.linalg.inv(S)  # ∝ the central-path primal (2/t) N S⁻¹
@@ -265,25 +280,43 @@ def nuclear_barrier(
     return M, gap
 
 
-def _backtrack(t, G, lam, step, slope):
+def _rows(cur, rows):
+    """`_point`'s output for the problems `rows` (a mask or indices) of a batch."""
+    N, S, parts = cur
+    return N[rows], S[rows], tuple(p[rows] for p in parts)
+
+
+def _set_rows(cur, rows, new):
+    """`_point`'s output with the problems `rows` replaced by `new` (in place)."""
+    for a, b in zip((cur[0], cur[1]) + cur[2], (new[0], new[1]) + new[2], strict=True):
+        a[rows] = b
+    return cur
+
+
+def _backtrack(t, G, lam, step, slope, cur):
     """`nuclear_barrier`'s line search: λ + s·step with s halved from min(1, 0.99 × the
     distance to λ's boundary) until φ_t does not grow beyond rounding (the Armijo test with
-    0.01 of the slope), at most 40 times. (P, m)."""
+    0.01 of the slope), at most 40 times. `cur`: `_point` at λ. Returns the new λ (P, m) and
+    `_point` there. Each halving evaluates only the problems still searching."""
     neg = step < 0
     with np.errstate(divide="ignore", invalid="ignore"):
         smax = np.where(neg, -lam / np.where(neg, step, 1.0), np.inf).min(-1)
     s = np.minimum(1.0, 0.99 * smax)
-    f0 = _phi(t, G, lam)
-    todo = np.ones(len(lam), bool)
+    f0 = _phi(t, cur[2])
+    lam, cur = lam.copy(), _rows(cur, np.arange(len(lam)))    # copies: the caller keeps its own
+    todo = np.arange(len(lam))      # the problems still searching
     for _ in range(40):
-        trial = np.where(todo[:, None], lam + s[:, None] * step, lam)
-        ok = _phi(t, G, trial) <= f0 + 0.01 * s * slope + 1e-12 * (np.abs(f0) + 1.0)
-        lam = np.where((todo & ok)[:, None], trial, lam)
-        todo &= ~ok
-        if not todo.any():
+        trial = lam[todo] + s[todo, None] * step[todo]
+        at = _point(G if len(todo) == len(lam) else G[todo], trial)
+        f = f0[todo]
+        ok = _phi(t[todo], at[2]) <= f + 0.01 * s[todo] * slope[todo] + 1e-12 * (np.abs(f) + 1.0)
+        lam[todo[ok]] = trial[ok]
+        _set_rows(cur, todo[ok], _rows(at, ok))
+        todo = todo[~ok]
+        if todo.size == 0:
             break
-        s = np.where(todo, 0.5 * s, s)
-    return lam
+        s[todo] *= 0.5
+    return lam, cur
 
 
 def _certify(G, M, lam):
