@@ -243,7 +243,8 @@ def nuclear_barrier(
     Gi, Gt, GfT, fac = np.ascontiguousarray(G), Gt_all, GfT_all, fac_all
     buf = _Buffers()
     # N, S and φ's parts at the batch's current λ (`_point`), kept from the line search that
-    # accepted λ: recomputed they cost svm-rank a tenth of its time (docs/performance.md)
+    # accepted λ: recomputing them cost svm-rank about 3 % (docs/performance.md, fifteenth
+    # session)
     cur = _point(Gi, lam_all[idx])
     for _ in range(max_newton):
         lam, t = lam_all[idx], t_all[idx]
