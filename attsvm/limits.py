@@ -202,9 +202,13 @@ def bulk_svm_work(*, n: int, T: int, d: int, norm: str = "fro", queries: str = "
                   solves: int = 1) -> float:
     """Work units of `solves` solves by the sweeps' exact solvers (attsvm.fastsvm).
 
-    Frobenius, a least-distance program by NNLS on a (d² + 1) × r system: 2·r²·d². Fitted to
-    single-thread times measured here: (32, 32, 64) 4.2 s, (32, 32, 32) 0.56 s, (16, 16, 32)
-    0.07 s. Nuclear, the batched barrier method: 1.5 × the Clarabel formula. Single-thread
+    Each solve 5·10⁵ units (0.5 ms) plus its cost. Frobenius, a least-distance program by
+    NNLS on a (d² + 1) × r system: 2·r²·d², fitted to single-thread times measured here:
+    (32, 32, 64) 4.2 s, (32, 32, 32) 0.56 s, (16, 16, 32) 0.07 s. On the AVX-512 machine
+    (fifteenth session) the small solves took 1.07 ms at (15, 5, 20), 0.24 ms at (5, 5, 20),
+    0.12 ms at (5, 5, 4) and 0.03 ms at (5, 5, 1) (infeasible), priced at 3.2×, 3.4×, 4.5×
+    and 16× (with 10⁶ units a solve, 3.6×, 5.5×, 8.8× and 32×: with svm-rank's worst-case
+    draws, its small grids were priced at 20–70× their time). Nuclear, the batched barrier method: 1.5 × the Clarabel formula. Single-thread
     times per solve on the 2-core AVX-512 machine (batches of 4–100 feasible problems, the
     LDP included; docs/performance.md, fifteenth session): (32, 16, 32) 13.2 s, (16, 16, 32)
     1.0 s, (8, 8, 64) 52 ms, (10, 10, 20) 13 ms, (15, 5, 20) 8.7 ms, (5, 5, 20) 2.0–2.3 ms,
@@ -217,7 +221,7 @@ def bulk_svm_work(*, n: int, T: int, d: int, norm: str = "fro", queries: str = "
         cost = 2 * r * r * d * d
     else:
         cost = 1.5 * (svm_work(n=n, T=T, d=d, norm="nuc", queries=queries) - 5e6)
-    return float(solves) * (1e6 + cost)
+    return float(solves) * (5e5 + cost)
 
 
 def graph_svm_work(*, n: int, T: int, d: int, solves: int = 1) -> float:
