@@ -298,13 +298,13 @@ def _backtrack(t, G, lam, step, slope, cur):
     """`nuclear_barrier`'s line search: λ + s·step with s halved from min(1, 0.99 × the
     distance to λ's boundary) until φ_t does not grow beyond rounding (the Armijo test with
     0.01 of the slope), at most 40 times. `cur`: `_point` at λ. Returns the new λ (P, m) and
-    `_point` there. Each halving evaluates only the problems still searching."""
+    `_point` there, both updated in place (`nuclear_barrier` passes copies, or arrays it then
+    replaces). Each halving evaluates only the problems still searching."""
     neg = step < 0
     with np.errstate(divide="ignore", invalid="ignore"):
         smax = np.where(neg, -lam / np.where(neg, step, 1.0), np.inf).min(-1)
     s = np.minimum(1.0, 0.99 * smax)
     f0 = _phi(t, cur[2])
-    lam, cur = lam.copy(), _rows(cur, np.arange(len(lam)))    # copies: the caller keeps its own
     todo = np.arange(len(lam))      # the problems still searching
     for _ in range(40):
         trial = lam[todo] + s[todo, None] * step[todo]
