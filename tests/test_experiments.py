@@ -74,6 +74,49 @@ def test_the_barriers_rank_one_hessian_is_the_dense_one(monkeypatch):
     np.testing.assert_allclose(out[True]["objective"], out[False]["objective"], rtol=1e-6)
 
 
+def test_the_barriers_line_search_matches_a_plain_loop_and_keeps_its_point():
+    """`_backtrack` on a batch (each halving evaluates only the problems still searching, the
+    point at λ kept) against the Armijo search written plainly, one problem at a time with
+    φ_t computed from λ; and the point it returns is `_point` at the new λ, bit for bit."""
+    rng = np.random.default_rng(5)
+    P, m, a, b = 6, 7, 5, 4
+    G = rng.standard_normal((P, m, a))[..., :, None] * rng.standard_normal((P, m, b))[..., None, :]
+    lam = rng.uniform(0.005, 0.02, (P, m))
+    t = rng.uniform(1.0, 50.0, P)
+    # steps of every size: some accepted at once, some after a few halvings, one uphill
+    step = rng.standard_normal((P, m)) * np.array([0.001, 0.01, 0.05, 0.2, 1.0, 0.01])[:, None]
+    step[-1] = lam[-1]                  # grows every λ_j: φ_t rises (t large) until s is tiny
+    t[-1] = 1e6
+    slope = -np.abs(rng.uniform(0.1, 1.0, P))
+
+    def phi(k, x):
+        N = np.tensordot(x, G[k], axes=(0, 0))
+        ev = np.linalg.eigvalsh(np.eye(b) - N.T @ N)
+        if np.any(ev <= 0) or np.any(x <= 0):
+            return np.inf
+        return -t[k] * x.sum() - np.log(x).sum() - np.log(ev).sum()
+
+    cur = fastsvm._point(G, lam)
+    new, point = fastsvm._backtrack(t, G, lam.copy(), step, slope, fastsvm._rows(cur, np.arange(P)))
+    halvings = []
+    for k in range(P):
+        neg = step[k] < 0
+        s = min(1.0, 0.99 * (np.min(-lam[k][neg] / step[k][neg]) if neg.any() else np.inf))
+        f0, want = phi(k, lam[k]), lam[k]
+        for h in range(40):
+            x = lam[k] + s * step[k]
+            if phi(k, x) <= f0 + 0.01 * s * slope[k] + 1e-12 * (abs(f0) + 1.0):
+                want = x
+                break
+            s *= 0.5
+        halvings.append(h)
+        np.testing.assert_allclose(new[k], want, rtol=1e-14, atol=0)
+    assert min(halvings) == 0 and max(halvings) >= 30 and len(set(halvings)) > 3, halvings
+    again = fastsvm._point(G, new)
+    for got, ref in zip(point[:2] + point[2], again[:2] + again[2], strict=True):
+        np.testing.assert_array_equal(got, ref)
+
+
 def test_bulk_svm_sequence_mode_matches_clarabel():
     for mode in ("sequence", "causal"):
         p = attsvm.random_problem(2, 4, 8, seed=1, attention="self", queries=mode)
