@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 
 COUNT = """
@@ -102,3 +104,31 @@ def test_a_split_record_without_a_shard_per_device_is_copied_whole():
     numbers."""
     res = _run(WHOLE, XLA_FLAGS="--xla_force_host_platform_device_count=3")
     assert res == dict(same=True, shape=[50, 11, 3, 4]), res
+
+
+EMITTERS = """
+import json, os, numpy as np, attsvm
+probs = [attsvm.random_problem(6, 8, 10, seed=s) for s in range(4)]
+a = attsvm.train_batch(probs, steps=300)
+b = attsvm.train_batch(probs, steps=300, param="KQ")
+print(json.dumps(dict(flags=os.environ.get("XLA_FLAGS", ""), W=a.W[:, ::50].ravel().tolist(),
+                      P=a.probs[:, -1].ravel().tolist(), KQ=b.W[:, ::50].ravel().tolist())))
+"""
+
+
+def test_importing_attsvm_picks_the_faster_compiling_emitters_and_keeps_a_users_choice():
+    """`model.use_fast_compile`: XLA's older CPU fusion emitters (the engine's programs
+    compile in about half the time); a user's own setting of that flag is left alone, and
+    the two code generators give the same runs to rounding (W and K Qᵀ, 300 steps)."""
+    import jaxlib
+
+    from attsvm.model import FAST_COMPILE_FLAG, FAST_COMPILE_JAXLIB
+
+    ours = _run(EMITTERS)
+    theirs = _run(EMITTERS, XLA_FLAGS="--xla_cpu_use_fusion_emitters=true")
+    assert theirs["flags"] == "--xla_cpu_use_fusion_emitters=true"
+    assert (FAST_COMPILE_FLAG in ours["flags"]) == jaxlib.__version__.startswith(
+        FAST_COMPILE_JAXLIB)
+    for key in ("W", "P", "KQ"):
+        a, b = np.array(ours[key]), np.array(theirs[key])
+        assert np.max(np.abs(a - b)) <= 1e-12 * np.max(np.abs(b)), key
