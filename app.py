@@ -7,6 +7,8 @@ from pathlib import Path
 
 # A shared server: JAX must not reserve most of a GPU at start (set before jax is imported).
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+# A long-running server keeps glibc's default allocator (`attsvm.model.keep_freed_memory`).
+os.environ.setdefault("ATTSVM_MALLOC", "system")
 
 import streamlit as st  # noqa: E402
 

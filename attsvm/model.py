@@ -113,7 +113,36 @@ def use_fast_compile() -> bool:
     return True
 
 
+MALLOC_KEEP_BYTES = 1 << 30
+
+
+def keep_freed_memory(limit: int = MALLOC_KEEP_BYTES) -> bool:
+    """Ask glibc's malloc to serve blocks under `limit` bytes from its heap and to keep up
+    to `limit` bytes of freed memory there (mallopt's M_MMAP_THRESHOLD and
+    M_TRIM_THRESHOLD; the GLIBC_TUNABLES route caps the first at 32 MB). A batch's history
+    is large (the GD benchmark's: 240 MB of XLA's records, then 240 MB of numpy copy), and
+    by default each such block is a fresh mapping whose every page the kernel faults in and
+    zeroes on first write, again on every call; kept in the heap, the next call reuses
+    pages already touched. The GD benchmark's warm W call took 0.27 → 0.25 s here
+    (docs/performance.md, the sixteenth session). The price: a process may hold up to
+    `limit` of freed memory. Importing attsvm calls it unless ATTSVM_MALLOC=system (the
+    app sets that: a long-running server keeps the system's default); not glibc: nothing.
+    True when both settings were taken."""
+    if os.environ.get("ATTSVM_MALLOC", "").strip().lower() == "system":
+        return False
+    try:
+        import ctypes
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):       # not glibc (macOS, Windows)
+        return False
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3                 # glibc's malloc.h
+    mapped = mallopt(M_MMAP_THRESHOLD, int(limit))
+    trimmed = mallopt(M_TRIM_THRESHOLD, int(limit))
+    return bool(mapped and trimmed)
+
+
 use_fast_compile()
+keep_freed_memory()
 if ("xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "")
         and jax.config.jax_num_cpu_devices < 1 and "PYTEST_XDIST_WORKER" not in os.environ):
     use_cpu_cores()

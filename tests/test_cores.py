@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -132,3 +134,22 @@ def test_importing_attsvm_picks_the_faster_compiling_emitters_and_keeps_a_users_
     for key in ("W", "P", "KQ"):
         a, b = np.array(ours[key]), np.array(theirs[key])
         assert np.max(np.abs(a - b)) <= 1e-12 * np.max(np.abs(b)), key
+
+
+HEAP = """
+import json, attsvm, numpy as np
+a = np.empty(100 * 2**20 // 8)                  # 100 MB
+where = [line.split()[-1] for line in open("/proc/self/maps")
+         if int(line.split("-")[0], 16) <= a.ctypes.data < int(line.split()[0].split("-")[1], 16)]
+print(json.dumps(dict(heap=where == ["[heap]"])))
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc" or not sys.platform.startswith("linux"),
+                    reason="glibc's malloc on Linux only")
+def test_importing_attsvm_keeps_large_blocks_in_mallocs_heap_unless_told_not_to():
+    """`model.keep_freed_memory`: after the import a 100 MB array comes from malloc's heap
+    (reused by the next call once freed), not from a fresh mapping; ATTSVM_MALLOC=system
+    (the app's setting) leaves glibc's default, which maps it."""
+    assert _run(HEAP, ATTSVM_MALLOC="") == dict(heap=True)   # app tests set it in this process
+    assert _run(HEAP, ATTSVM_MALLOC="system") == dict(heap=False)

@@ -26,6 +26,7 @@ def preload() -> list[str]:
     """Import what a page's script run imports: ui/ and its views (the library, JAX,
     cvxpy, pandas and Altair with them). Returns the modules' names."""
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")   # as app.py, before JAX
+    os.environ.setdefault("ATTSVM_MALLOC", "system")                 # as app.py
     import ui
     import ui.views
     names = [f"ui.{m.name}" for m in pkgutil.iter_modules(ui.__path__)
