@@ -89,9 +89,10 @@ def use_compile_cache(path: str | None = None) -> str | None:
 # XLA's CPU compiler has two code generators for loop fusions: the MLIR emitters (jaxlib
 # 0.10's default) and the older LLVM-IR emitters. For the engine's programs the older ones
 # compile in about half the time (the benchmark's W program 0.54-0.68 → 0.29-0.32 s) and
-# run as fast; the GD benchmark's records come out bit for bit the same (docs/performance.md,
-# the sixteenth session). An unknown flag in XLA_FLAGS aborts the process, so it is set
-# only for the jaxlib releases it was measured on.
+# run as fast. The GD benchmark's records come out bit for bit the same, other programs'
+# the same to rounding (tests/test_cores.py; docs/performance.md, the sixteenth session).
+# An unknown flag in XLA_FLAGS aborts the process, so it is set only for the jaxlib
+# releases it was measured on.
 FAST_COMPILE_FLAG = "--xla_cpu_use_fusion_emitters=false"
 FAST_COMPILE_JAXLIB = ("0.10.",)
 
