@@ -88,8 +88,8 @@ def use_compile_cache(path: str | None = None) -> str | None:
 
 # XLA's CPU compiler has two code generators for loop fusions: the MLIR emitters (jaxlib
 # 0.10's default) and the older LLVM-IR emitters. For the engine's programs the older ones
-# compile in about half the time (the benchmark's W program 0.54-0.68 → 0.29-0.32 s) and
-# run as fast. The GD benchmark's records come out bit for bit the same, other programs'
+# compile in about half the time (the benchmark's W program 0.51-0.54 → 0.29-0.30 s in four
+# alternating pairs) and run as fast. The GD benchmark's records come out bit for bit the same, other programs'
 # the same to rounding (tests/test_cores.py; docs/performance.md, the sixteenth session).
 # An unknown flag in XLA_FLAGS aborts the process, so it is set only for the jaxlib
 # releases it was measured on.
@@ -103,12 +103,13 @@ def use_fast_compile() -> bool:
     JAX's backends are already running (XLA reads its flags when they start). Importing
     attsvm calls it. True when the flag was added."""
     import jaxlib
-    from jax._src import xla_bridge
 
     flags = os.environ.get("XLA_FLAGS", "")
     if ("xla_cpu_use_fusion_emitters" in flags
-            or not jaxlib.__version__.startswith(FAST_COMPILE_JAXLIB)
-            or xla_bridge.backends_are_initialized()):
+            or not jaxlib.__version__.startswith(FAST_COMPILE_JAXLIB)):
+        return False
+    from jax._src import xla_bridge     # private: imported only for the jaxlib measured on
+    if xla_bridge.backends_are_initialized():
         return False
     os.environ["XLA_FLAGS"] = f"{flags} {FAST_COMPILE_FLAG}".strip()
     return True
