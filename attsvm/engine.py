@@ -20,6 +20,11 @@ recompiles; the number of records and the rule are part of the program).
 Overflow (docs/theory.md §A.3): a run stops at its last finite state and reports
 the step; its records stay finite.
 
+`head="stack"` runs a stack of attention layers (`hierarchy`, docs/hierarchy.md): params
+are a tuple with one leaf per head (W, or a pair (K, Q)), so every rule acts on each head
+by itself (ngd: each W^{l,h} by its own gradient's norm); records W (L, H, d, d) and the
+attention of every layer and head.
+
 `train_v=True` also trains the linear head: params are (attention params, v), v replaces
 `data.v` in the head (`model.joint_objective`) and is one more leaf of the rule (its own
 normalization for ngd/nmd, as the joint-training code of arXiv 2306.13596 and 2410.14581
@@ -29,7 +34,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from . import model
+from . import hierarchy, model
 from .model import Data, jax, jnp
 from .optimizers import NORM_EPS, OPTIMIZERS, Hyper, _tree_norm, loss_gap, make_optimizer
 
@@ -90,6 +95,9 @@ def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, pa
     TRACES.tick()               # a Python side effect: runs at trace time only
 
     def objective(data):
+        if head == "stack":     # L layers × H heads (`hierarchy`): params one leaf per head
+            return partial(hierarchy.objective_and_records, data=data, ridge=ridge,
+                           param=param, loss_kind=loss, centred=centred)
         # the scale-free rules (a step that only uses the gradient's direction) take the
         # gradient divided by the largest non-selected softmax weight: it stays representable
         # after the weights underflow (ngd/nmd only when exact, ε = 0; model.centred_outputs)

@@ -255,6 +255,43 @@ def record_floats(*, n: int, T: int, d: int, steps: int, record_every: int = 1, 
     return runs * k * (d * d + n * _K(T, queries) * T + 2)
 
 
+def stack_work(*, n: int, T: int, d: int, layers: int, heads: int, steps: int,
+               runs: int = 1) -> float:
+    """Work units of GD on a stack of attention layers (`attsvm.stack`): per step and head,
+    every query row's logits, values and centred average, n·T·(T·d + d²), three times
+    (forward and backward), and the head's update 4·d²."""
+    per = layers * heads * (3 * n * T * (T * d + d * d) + 4 * d * d)
+    return float(runs) * steps * per
+
+
+def stack_record_floats(*, n: int, T: int, d: int, layers: int, heads: int, steps: int,
+                        record_every: int = 1, runs: int = 1) -> int:
+    """float64 numbers a stack's GD records: runs · (steps/r + 1) · (L·H·(d² + n·T²) + 2)."""
+    k = steps // max(record_every, 1) + 1
+    return runs * k * (layers * heads * (d * d + n * T * T) + 2)
+
+
+def check_stack(*, n: int, T: int, d: int, layers: int, heads: int, steps: int,
+                runs: int = 1, record_every: int | None = None,
+                limits: Limits | None = None) -> float:
+    """Refuse GD on a stack over budget; return its work (BudgetError naming the cap, or
+    the largest steps and n that fit, or the recorded-history cap)."""
+    L = limits or current()
+    check_size(n=n, T=T, d=d, steps=steps, runs=runs, limits=L)
+    w = _priced(L, stack_work, dict(n=n, T=T, d=d, layers=layers, heads=heads, steps=steps,
+                                    runs=runs),
+                f"GD on {layers} layers × {heads} heads with steps={steps:,}, n={n}, T={T}, "
+                f"d={d}", steps="steps={:,}", n="n={}")
+    if record_every is not None:
+        f = stack_record_floats(n=n, T=T, d=d, layers=layers, heads=heads, steps=steps,
+                                record_every=record_every, runs=runs)
+        if f > L.max_record_floats:
+            raise BudgetError(f"the recorded history would hold {f:,} numbers, more than the "
+                              f"{L.max_record_floats:,} allowed in {L.mode} mode; record "
+                              f"less often or ask for fewer steps")
+    return w
+
+
 def seconds(work: float) -> float:
     """Rough wall-clock seconds of `work` units on the reference machine."""
     return work * NS

@@ -169,6 +169,10 @@ class Data(NamedTuple):
     # V of span{x_it z_ikᵀ}; GD then runs on e and the logits are a0 + Rᵀe
     R: jnp.ndarray | None = None     # (p, n·K·T) coordinates of the x_it z_ikᵀ in V
     a0: jnp.ndarray | None = None    # (n, K, T) the logits of W0
+    # a stack of attention layers (`attsvm.hierarchy`): K = T, Q = X, mask (n, T, T) the
+    # keys of query t, w (n, T) 1/n at the query token q of each sequence, 0 elsewhere
+    U: jnp.ndarray | None = None     # (L, H, d, d) value matrices U^{l,h}
+    rho: jnp.ndarray | None = None   # () the residual stream's weight ρ (1 or 0)
 
 
 def logits(W, data: Data):

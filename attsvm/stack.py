@@ -1,0 +1,290 @@
+"""Gradient descent on a stack of attention layers (`attsvm.hierarchy`, docs/hierarchy.md):
+`train_stack` and its record `StackRun`.
+
+One compiled program of the GD engine (`engine.simulate` with head "stack"), vmapped over
+runs, placed like every other batch (`training._run`: the accelerators when present, CPU
+blocks per core for large batches). Each head W^{l,h} (or each factor K^{l,h}, Q^{l,h}) is
+its own leaf of the update rule, so normalized GD moves each head by its own gradient over
+that gradient's Frobenius norm, as the factors of K Qᵀ are moved today (docs/theory.md §A.1).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from . import limits, model
+from .optimizers import DEFAULT_CENTRED, KQ_OPTIMIZERS, MAX_P, MIN_P, OPTIMIZERS
+from .problems import Problem, check_choice, check_float, check_int, check_record_every
+from .training import MAX_STEPS, PARAMS, _run, ridge_of
+
+MAX_LAYERS, MAX_HEADS = 6, 8
+STACK_OPTIMIZERS = tuple(o for o in OPTIMIZERS if o != "polyak")   # L* of a stack: unknown
+STACK_KQ_OPTIMIZERS = tuple(o for o in KQ_OPTIMIZERS if o != "polyak")
+PER_RUN = ("W", "attention", "loss", "grad_norm", "final", "overflow_at")
+
+
+@dataclass(frozen=True, eq=False)
+class StackRun:
+    """Records of GD on a stack after steps 0, r, 2r, …, `steps` (a batch adds a leading
+    run axis B to every per-run array).
+
+    Attributes:
+        W: (k, L, H, d, d) every head's W^{l,h} (K Qᵀ for the (K, Q)-parameterization).
+        attention: (k, L, H, n, T, T) S^{l,h}[t, s]: query row t's weights over keys s.
+        loss: (k,) the risk L(W) (without the (K, Q) ridge); grad_norm: (k,) ‖∇‖ over all
+            heads of the objective GD followed.
+        steps: (k,) iteration numbers.
+        final: the parameters after the last step, W (L, H, d, d) or a pair (K, Q) of
+            (L, H, d, m): pass it as `init` to continue exactly.
+        overflow_at: the last finite step where GD stopped on overflow, -1 if none.
+        values: (L, H, d, d) the value matrices U^{l,h}; settings: the call's settings.
+    """
+
+    W: np.ndarray
+    attention: np.ndarray
+    loss: np.ndarray
+    grad_norm: np.ndarray
+    steps: np.ndarray
+    final: object
+    overflow_at: np.ndarray
+    values: np.ndarray
+    settings: dict = field(repr=False)
+    batched: bool = False
+
+    def __len__(self):
+        if not self.batched:
+            raise TypeError("a single run has no len(); StackRun.batched is False")
+        return self.W.shape[0]
+
+    def __getitem__(self, b) -> "StackRun":
+        """Run b of a batch (int), or a smaller batch (slice, index array)."""
+        if not self.batched:
+            raise TypeError("index a batch of runs, not a single run")
+
+        def take(a):
+            if isinstance(a, tuple):
+                return tuple(x[b] for x in a)
+            return a[b]
+
+        return replace(self, batched=not isinstance(b, (int, np.integer)),
+                       **{k: take(getattr(self, k)) for k in PER_RUN})
+
+    @property
+    def final_params(self):
+        return self.final
+
+    @property
+    def selections(self) -> np.ndarray:
+        """(L, H, n, T) the key each query row selects at the end (argmax of its final
+        attention row); (B, L, H, n, T) for a batch."""
+        return np.take(self.attention, -1, axis=int(self.batched)).argmax(-1)
+
+
+def values_default(layers: int, heads: int, d: int) -> np.ndarray:
+    """The default value matrices: U^{l,h} = I / H, so every layer adds the average of its
+    heads' attention outputs to the stream (with one head, the paper's identity value)."""
+    return np.broadcast_to(np.eye(d) / heads, (layers, heads, d, d)).copy()
+
+
+def stack_init(prob: Problem, layers: int, heads: int, *, param: str = "W",
+               m: int | None = None, seed: int = 0, index: int = 0):
+    """The default initialization of every head: entries U(−1/√d, 1/√d), as
+    `training.default_init` (PyTorch's `nn.Linear`), drawn by `default_rng([seed, index])`
+    in one call, layer-major: W (L, H, d, d), or K then Q (L, H, d, m). With one layer and
+    one head, `default_init`'s very numbers."""
+    d = prob.d
+    m = d if m is None else m
+    rng = np.random.default_rng([seed, index])
+    b = 1.0 / math.sqrt(d)
+    if param == "W":
+        return rng.uniform(-b, b, (layers, heads, d, d))
+    return rng.uniform(-b, b, (layers, heads, d, m)), rng.uniform(-b, b, (layers, heads, d, m))
+
+
+def _check_probs(prob) -> tuple[list, bool]:
+    batched = not isinstance(prob, Problem)
+    probs = list(prob) if batched else [prob]
+    if not probs or not all(isinstance(p, Problem) for p in probs):
+        raise ValueError("`prob` must be an attsvm.Problem or a non-empty sequence of them")
+    p0 = probs[0]
+    for p in probs:
+        if p.attention != "self" or p.queries != "single":
+            raise ValueError("`prob` must be a self-attention problem with one query token "
+                             f"(Z=None, queries='single'); got {p!r}")
+        if p.head != "linear" or p.lengths is not None:
+            raise ValueError("`prob` must have the linear head and no padded lengths; got "
+                             f"head={p.head!r}, lengths={'set' if p.lengths is not None else None}")
+        if (p.shape, p.query_index) != (p0.shape, p0.query_index):
+            raise ValueError("`prob` must share shape and query_index across the batch; got "
+                             f"{p0.shape}/{p0.query_index} and {p.shape}/{p.query_index}")
+    return probs, batched
+
+
+def _as_array(name: str, a, shape) -> np.ndarray:
+    try:
+        arr = np.array(a, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"`{name}` must be a numeric array of shape {shape}") from None
+    if arr.shape != shape:
+        raise ValueError(f"`{name}` must have shape {shape}; got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"`{name}` must be finite (no NaN or inf)")
+    return arr
+
+
+def _check_inits(init, B: int, batched: bool, *, param, L, H, d, m, probs, seed):
+    shape = (L, H, d, d) if param == "W" else (L, H, d, m)
+    if init is None:
+        return [stack_init(p, L, H, param=param, m=m, seed=seed, index=b)
+                for b, p in enumerate(probs)]
+    inits = list(init) if batched else [init]
+    if len(inits) != B:
+        raise ValueError(f"`init` must hold {B} initializations, one per problem; "
+                         f"got {len(inits)}")
+    out = []
+    for b, a in enumerate(inits):
+        name = f"init[{b}]" if batched else "init"
+        if param == "W":
+            out.append(_as_array(name, a, shape))
+        else:
+            if not isinstance(a, (tuple, list)) or len(a) != 2:
+                raise ValueError(f"`{name}` must be a pair (K, Q) of {shape} arrays")
+            out.append(tuple(_as_array(name, x, shape) for x in a))
+    return out
+
+
+def check_stack_settings(prob: Problem, *, layers, heads, steps, lr, record_every, runs=1,
+                         param="W", m=None, loss="logistic", optimizer=None, normalized=True,
+                         p=None, eps=None, centred=None, ridge=None) -> dict:
+    """The checked settings of `train_stack` (ValueError naming the bad one)."""
+    layers = check_int("layers", layers, 1, MAX_LAYERS)
+    heads = check_int("heads", heads, 1, MAX_HEADS)
+    check_choice("param", param, PARAMS)
+    check_choice("loss", loss, model.LOSSES)
+    steps = check_int("steps", steps, 1, MAX_STEPS)
+    record_every = check_record_every(record_every, steps)
+    lr = check_float("lr", lr, 0.0, 1e3, lo_open=True)
+    if not isinstance(normalized, (bool, np.bool_)):
+        raise ValueError(f"`normalized` must be True or False; got {normalized!r}")
+    optimizer = ("ngd" if normalized else "gd") if optimizer is None else optimizer
+    check_choice("optimizer", optimizer,
+                 STACK_OPTIMIZERS if param == "W" else STACK_KQ_OPTIMIZERS)
+    if optimizer in ("md", "nmd"):
+        p = check_float("p", 2.0 if p is None else p, MIN_P, MAX_P)
+    elif p is not None:
+        raise ValueError(f"`p` must be None unless optimizer is 'md' or 'nmd'; got {p!r}")
+    eps = 0.0 if eps is None else check_float("eps", eps, 0.0, 1.0)
+    centred = DEFAULT_CENTRED if centred is None else centred
+    if not isinstance(centred, (bool, np.bool_)):
+        raise ValueError(f"`centred` must be True or False; got {centred!r}")
+    m = prob.d if m is None else check_int("m", m, 1, prob.d)
+    total = limits.stack_record_floats(n=prob.n, T=prob.T, d=prob.d, layers=layers,
+                                       heads=heads, steps=steps, record_every=record_every,
+                                       runs=runs)
+    if total > limits.MAX_RECORD_FLOATS:
+        k = steps // record_every + 1
+        per = total // (runs * k)
+        most = max(1, limits.MAX_RECORD_FLOATS // (runs * per) - 1)
+        raise ValueError(f"`record_every` must keep the recorded history under "
+                         f"{limits.MAX_RECORD_FLOATS:,} numbers; got {record_every}. Record "
+                         f"every {math.ceil(steps / most)} steps or fewer runs.")
+    return dict(layers=layers, heads=heads, param=param, m=m, loss=loss, steps=steps,
+                record_every=record_every, lr=lr, optimizer=optimizer, p=p, eps=eps,
+                centred=bool(centred), ridge=ridge_of(param, ridge, None))
+
+
+def train_stack(prob, *, layers: int = 2, heads: int = 2, steps: int = 2000, lr: float = 0.1,
+                residual: bool = True, causal: bool = False, values=None, init=None,
+                seed: int = 0, record_every: int = 1, param: str = "W", m: int | None = None,
+                loss: str = "logistic", normalized: bool = True, optimizer: str | None = None,
+                p: float | None = None, eps: float | None = None, centred: bool | None = None,
+                ridge: float | None = None, devices=None) -> StackRun:
+    """GD on L layers × H heads of self-attention (the model of `attsvm.hierarchy`).
+
+    Args:
+        prob: a self-attention `Problem` (Z=None, queries "single", linear head; its
+            query_index is the token q read out by v), or a sequence of such problems of
+            one shape: one vmapped program, a batched `StackRun`.
+        layers, heads: L ∈ [1, 6], H ∈ [1, 8].
+        residual: ρ = 1 (the residual stream) or 0.
+        causal: keys s ≤ t for query row t (then the readout token q sees tokens ≤ q).
+        values: (L, H, d, d) value matrices U^{l,h}; None: `values_default`, U = I / H.
+        init: (L, H, d, d) W^{l,h} (a pair (K, Q) of (L, H, d, m) for param "KQ"), a list
+            of those for a batch, or None: `stack_init` (index b of a batch drawn by
+            `default_rng([seed, b])`).
+        param: "W" or "KQ" (W^{l,h} = K^{l,h} Q^{l,h}ᵀ, rank m, with the vanishing ridge
+            `ridge` of `attsvm.train`).
+        optimizer: default "ngd" ("gd" with normalized=False); also md, nmd, sign,
+            spectral (W) and sign (KQ), each acting on every head by itself. Not polyak
+            (a stack's loss infimum is not known).
+        steps, lr, record_every, loss, p, eps, centred, seed, devices: as `attsvm.train`
+            (eps default 0, the exact normalized step; centred default True, the
+            cancellation-free gradient, docs/followups.md §4b).
+    Returns:
+        A `StackRun` (batched for a sequence of problems).
+    """
+    probs, batched = _check_probs(prob)
+    p0, B = probs[0], len(probs)
+    cfg = check_stack_settings(p0, layers=layers, heads=heads, steps=steps, lr=lr,
+                               record_every=record_every, runs=B, param=param, m=m, loss=loss,
+                               optimizer=optimizer, normalized=normalized, p=p, eps=eps,
+                               centred=centred, ridge=ridge)
+    for name, flag in (("residual", residual), ("causal", causal)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise ValueError(f"`{name}` must be True or False; got {flag!r}")
+    seed = check_int("seed", seed, 0, 2**63 - 1)
+    L, H, (n, T, d) = cfg["layers"], cfg["heads"], p0.shape
+    U = (values_default(L, H, d) if values is None
+         else _as_array("values", values, (L, H, d, d)))
+    inits = _check_inits(init, B, batched, param=param, L=L, H=H, d=d, m=cfg["m"],
+                         probs=probs, seed=seed)
+    stacked = stack_data(probs, U, residual=bool(residual), causal=bool(causal))
+    recs, final, bad_at = _run(cfg, stacked, _params0(inits, param, L, H), devices,
+                               head="stack", train_v=False)
+    Wr, S, Lr, G = (np.moveaxis(np.asarray(a), 1, 0)[:B] for a in recs)
+    fin = _final(final, param, L, H, B)
+    settings = dict(cfg, residual=bool(residual), causal=bool(causal), seed=seed, n=n, T=T,
+                    d=d, query_index=p0.query_index, runs=B)
+    out = StackRun(W=Wr, attention=S, loss=Lr, grad_norm=G,
+                   steps=np.arange(0, cfg["steps"] + 1, cfg["record_every"]), final=fin,
+                   overflow_at=np.asarray(bad_at)[:B], values=U, settings=settings,
+                   batched=True)
+    return out if batched else out[0]
+
+
+def stack_data(probs, U: np.ndarray, *, residual: bool, causal: bool) -> dict:
+    """The engine's arrays (`model.Data` fields, leading run axis) of a batch of stack
+    problems: K = T query rows, mask (T, T) per sequence, w = 1/n at the query token."""
+    B = len(probs)
+    n, T, d = probs[0].shape
+    X = np.stack([p.X for p in probs])
+    Y = np.stack([p.Y for p in probs])[:, :, None]
+    keys = np.tril(np.ones((T, T), bool)) if causal else np.ones((T, T), bool)
+    w = np.zeros((B, n, T))
+    w[:, :, probs[0].query_index] = 1.0 / n
+    return dict(X=X, Q=X, Y=Y, mask=np.broadcast_to(keys, (B, n, T, T)).copy(), w=w,
+                v=np.stack([p.v for p in probs]), V=np.zeros((B, d, d)), lam=np.zeros(B),
+                U=np.broadcast_to(U, (B,) + U.shape).copy(),
+                rho=np.full(B, 1.0 if residual else 0.0))
+
+
+def _params0(inits, param: str, L: int, H: int):
+    """The engine's parameters: one leaf per head (W), or one (K, Q) pair per head, each
+    with the run axis first, layer-major."""
+    heads = [(l, h) for l in range(L) for h in range(H)]
+    if param == "W":
+        A = np.stack(inits)
+        return tuple(A[:, l, h] for l, h in heads)
+    K, Q = np.stack([a[0] for a in inits]), np.stack([a[1] for a in inits])
+    return tuple((K[:, l, h], Q[:, l, h]) for l, h in heads)
+
+
+def _final(final, param: str, L: int, H: int, B: int):
+    if param == "W":
+        A = np.stack([np.asarray(a)[:B] for a in final], axis=1)
+        return A.reshape((B, L, H) + A.shape[2:])
+    K = np.stack([np.asarray(k)[:B] for k, _ in final], axis=1)
+    Q = np.stack([np.asarray(q)[:B] for _, q in final], axis=1)
+    return (K.reshape((B, L, H) + K.shape[2:]), Q.reshape((B, L, H) + Q.shape[2:]))

@@ -1,0 +1,73 @@
+"""GD on a stack of attention layers (`attsvm.stack`, docs/hierarchy.md) against the
+one-layer engine and against an independent plain reference of the model's formula."""
+import numpy as np
+import pytest
+
+import attsvm
+from attsvm.stack import stack_init, train_stack
+
+jax = pytest.importorskip("jax")
+jnp = jax.numpy
+
+
+def _rel(a, b):
+    return np.linalg.norm(np.asarray(a) - b) / np.linalg.norm(b)
+
+
+@pytest.mark.parametrize("param", ["W", "KQ"])
+def test_one_layer_one_head_is_train(param):
+    """L = H = 1, ρ = 0, U = I is the paper's model with z_i = x_iq: `attsvm.train` step
+    for step (its default init, the same draws)."""
+    prob = attsvm.random_problem(n=5, T=5, d=4, seed=3, attention="self", query_index=2)
+    ref = attsvm.train(prob, param=param, steps=200, lr=0.1)
+    run = train_stack(prob, layers=1, heads=1, steps=200, lr=0.1, residual=False,
+                      values=np.eye(4)[None, None], param=param)
+    assert run.W.shape == (201, 1, 1, 4, 4)
+    for k in range(201):
+        assert _rel(run.W[k, 0, 0], ref.W[k]) < 1e-10
+    np.testing.assert_allclose(run.loss, ref.loss, rtol=1e-10)
+    np.testing.assert_allclose(run.attention[:, 0, 0, :, 2], ref.probs, rtol=1e-9, atol=1e-300)
+
+
+def _plain_loss(Ws, X, Y, v, U, q, rho, causal):
+    """(1/n) Σ_i log(1 + exp(−Y_i vᵀ h^L_iq)), written out sequence by sequence."""
+    n, T, d = X.shape
+    total = 0.0
+    for i in range(n):
+        h = X[i]
+        for l in range(Ws.shape[0]):
+            new = rho * h
+            for hd in range(Ws.shape[1]):
+                A = h @ Ws[l, hd] @ h.T          # A[s, t] = h_sᵀ W h_t
+                rows = []
+                for t in range(T):
+                    a = A[:, t]
+                    if causal:
+                        a = jnp.where(jnp.arange(T) <= t, a, -jnp.inf)
+                    e = jnp.exp(a - jnp.max(a))
+                    S = e / jnp.sum(e)
+                    rows.append(sum(S[s] * (U[l, hd].T @ h[s]) for s in range(T)))
+                new = new + jnp.stack(rows)
+            h = new
+        total = total + jnp.log1p(jnp.exp(-Y[i] * (v @ h[q])))
+    return total / n
+
+
+@pytest.mark.parametrize("heads,causal", [(2, False), (1, True)])
+def test_two_layers_match_plain_reference(heads, causal):
+    """First 30 steps of per-head normalized GD, residual on, random U, against a plain
+    numpy loop whose gradient is jax.grad of `_plain_loss`."""
+    L, steps, lr = 2, 30, 0.2
+    prob = attsvm.random_problem(n=3, T=4, d=3, seed=5, attention="self", query_index=3)
+    U = np.random.default_rng(9).normal(size=(L, heads, 3, 3)) / 2
+    run = train_stack(prob, layers=L, heads=heads, steps=steps, lr=lr, causal=causal,
+                      values=U, seed=4)
+    grad = jax.jit(jax.grad(lambda W: _plain_loss(W, prob.X, prob.Y, prob.v, U, 3, 1.0,
+                                                   causal)))
+    W = stack_init(prob, L, heads, seed=4)
+    for k in range(steps + 1):
+        assert _rel(run.W[k], W) < 1e-8, k
+        g = np.asarray(grad(W))
+        W = W - lr * g / np.linalg.norm(g, axis=(-2, -1), keepdims=True)
+    assert float(_plain_loss(run.W[-1], prob.X, prob.Y, prob.v, U, 3, 1.0, causal)) == \
+        pytest.approx(run.loss[-1], rel=1e-10)
