@@ -47,10 +47,10 @@ def _attend(a, u, centred: bool):
 
 
 def forward(Ws, data: Data, *, centred: bool = True):
-    """Every layer's attention and the last layer's tokens: (S (L, H, n, T, T), h^L
-    (n, T, d)) for W^{l,h} = Ws (L, H, d, d)."""
+    """Every layer's attention and tokens: (S (L, H, n, T, T), h (L + 1, n, T, d), h[0] = X)
+    for W^{l,h} = Ws (L, H, d, d)."""
     h = data.X
-    S = []
+    S, hs = [], [h]
     for l in range(Ws.shape[0]):
         a = jnp.einsum("nsd,hde,nte->hnts", h, Ws[l], h)
         a = jnp.where(data.mask[None], a, -jnp.inf)
@@ -58,12 +58,14 @@ def forward(Ws, data: Data, *, centred: bool = True):
         s, r = _attend(a, u, centred)
         S.append(s)
         h = data.rho * h + jnp.sum(r, axis=0)
-    return jnp.stack(S), h
+        hs.append(h)
+    return jnp.stack(S), jnp.stack(hs)
 
 
 def predictions(Ws, data: Data, *, centred: bool = True):
     """f_i = vᵀ h^L_{i,q} (n,) and the attention S (L, H, n, T, T)."""
-    S, h = forward(Ws, data, centred=centred)
+    S, hs = forward(Ws, data, centred=centred)
+    h = hs[-1]
     read = jnp.einsum("ntd,d->nt", h, data.v)
     return jnp.sum(jnp.where(data.w > 0, read, 0.0), axis=-1), S
 

@@ -288,3 +288,112 @@ def _final(final, param: str, L: int, H: int, B: int):
     K = np.stack([np.asarray(k)[:B] for k, _ in final], axis=1)
     Q = np.stack([np.asarray(q)[:B] for _, q in final], axis=1)
     return (K.reshape((B, L, H) + K.shape[2:]), Q.reshape((B, L, H) + Q.shape[2:]))
+
+
+# -- the state of a trained stack, and its audit ---------------------------------------------
+def _single(prob, run: StackRun) -> None:
+    if not isinstance(prob, Problem):
+        raise ValueError(f"`prob` must be an attsvm.Problem; got {type(prob).__name__}")
+    if not isinstance(run, StackRun) or run.batched:
+        raise ValueError("`run` must be a single StackRun (index a batch first)")
+    s = run.settings
+    if (prob.n, prob.T, prob.d, prob.query_index) != (s["n"], s["T"], s["d"],
+                                                       s["query_index"]):
+        raise ValueError("`prob` must be the problem `run` was trained on; got another shape "
+                         "or query_index")
+
+
+def layer_states(prob: Problem, run: StackRun, record: int = -1):
+    """(S (L, H, n, T, T), h (L + 1, n, T, d)) at record `record` of `run`: every layer's
+    attention and the tokens h^0 = X, h^1, …, h^L (`hierarchy.forward`)."""
+    from . import hierarchy
+    _single(prob, run)
+    s = run.settings
+    data = model.Data(**{k: model.jnp.asarray(v[0]) for k, v in stack_data(
+        [prob], run.values, residual=s["residual"], causal=s["causal"]).items()})
+    S, hs = hierarchy.forward(model.jnp.asarray(run.W[record]), data, centred=False)
+    return np.asarray(S), np.asarray(hs)
+
+
+@dataclass(frozen=True, eq=False)
+class StackAudit:
+    """`audit_stack`'s answer. heads[l][h]: the `attsvm.audit.HeadAudit` of head (l, h) on
+    its own layer's final inputs; cos, cos_span, coverage: (L, H) arrays of theirs (NaN
+    where no SVM was found); cos_nuc: (L, H) cosine with the nuclear-norm Att-SVM (param
+    "KQ"), else None; selections: (L, H, n, T) the key each query row selects (−1 where not
+    kept under τ, and for every row but q in the last layer); agree: (L, H, H) share of the
+    rows kept by both heads where heads h and h' select the same key (NaN: none kept by
+    both); inputs: (L + 1, n, T, d) h^0 … h^L; optimal: (n,) the optimal token of the
+    one-layer picture (`attsvm.optimal_tokens` of `prob`), or None when tied."""
+
+    heads: list
+    cos: np.ndarray
+    cos_span: np.ndarray
+    coverage: np.ndarray
+    cos_nuc: np.ndarray | None
+    selections: np.ndarray
+    agree: np.ndarray
+    inputs: np.ndarray
+    optimal: np.ndarray | None
+    tau: float
+
+    def svm(self, layer: int, head: int) -> np.ndarray | None:
+        """The Frobenius Att-SVM W^mm of head (layer, head) (0-based), or None."""
+        sol = self.heads[layer][head].svm
+        return None if sol is None or not sol.feasible else sol.W
+
+
+def audit_stack(prob: Problem, run: StackRun, *, tau: float = 0.5) -> StackAudit:
+    """Every head of a trained stack against the Att-SVM of its own final selections
+    (docs/hierarchy.md), on its own layer's final inputs h^{l−1}: the last layer's heads
+    at the query token q, earlier layers' heads at every token (each token is a query of
+    the next layer). `attsvm.audit.audit_attention` selects (argmax, kept at weight ≥ τ),
+    solves the Frobenius Att-SVM (`attsvm.pairsvm.solve_pairs`, with its certificate) and
+    gives cos and cos_span; with param "KQ" also the nuclear-norm one (arXiv 2308.16898
+    §4, Att-SVM*)."""
+    from .audit import audit_attention
+    from .problems import optimal_tokens
+    tau = check_float("tau", tau, 0.0, 1.0)
+    S, hs = layer_states(prob, run)
+    L, H, n, T, _ = S.shape
+    q, causal = prob.query_index, run.settings["causal"]
+    kq = run.settings["param"] == "KQ"
+    heads, nan = [], float("nan")
+    cos, cos_span, cov = (np.full((L, H), nan) for _ in range(3))
+    cos_nuc = np.full((L, H), nan) if kq else None
+    sel = np.full((L, H, n, T), -1)
+    for l in range(L):
+        rows = [np.array([q])] * n if l == L - 1 else None
+        keys = list(hs[l])
+        row = []
+        for h in range(H):
+            W = run.W[-1, l, h]
+            a = audit_attention(keys, keys, W, list(S[l, h]), tau=tau, query_rows=rows,
+                                causal=causal, nuclear=kq)
+            row.append(a)
+            cos[l, h], cos_span[l, h], cov[l, h] = a.cos, a.cos_span, a.coverage
+            sel[l, h] = np.stack(a.alpha)
+            if kq and a.svm_nuc is not None and a.svm_nuc.feasible:
+                Wn = a.svm_nuc.W
+                cos_nuc[l, h] = float(np.sum(W * Wn) / (np.linalg.norm(W) * np.linalg.norm(Wn)))
+        heads.append(row)
+    try:
+        opt = optimal_tokens(prob)
+    except ValueError:
+        opt = None
+    return StackAudit(heads=heads, cos=cos, cos_span=cos_span, coverage=cov, cos_nuc=cos_nuc,
+                      selections=sel, agree=agreement(sel), inputs=hs, optimal=opt, tau=tau)
+
+
+def agreement(sel: np.ndarray) -> np.ndarray:
+    """(L, H, H): for heads h, h' of one layer, the share of query rows kept by both
+    (selections ≥ 0) where they select the same key; NaN where no row is kept by both."""
+    L, H = sel.shape[:2]
+    out = np.full((L, H, H), np.nan)
+    for l in range(L):
+        for a in range(H):
+            for b in range(H):
+                both = (sel[l, a] >= 0) & (sel[l, b] >= 0)
+                if both.any():
+                    out[l, a, b] = float(np.mean(sel[l, a][both] == sel[l, b][both]))
+    return out

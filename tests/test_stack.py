@@ -71,3 +71,49 @@ def test_two_layers_match_plain_reference(heads, causal):
         W = W - lr * g / np.linalg.norm(g, axis=(-2, -1), keepdims=True)
     assert float(_plain_loss(run.W[-1], prob.X, prob.Y, prob.v, U, 3, 1.0, causal)) == \
         pytest.approx(run.loss[-1], rel=1e-10)
+
+
+def _numpy_inputs(Ws, X, U, rho, causal):
+    """h^0 … h^L by a plain numpy loop of the model's formula."""
+    hs = [X]
+    n, T, _ = X.shape
+    for l in range(Ws.shape[0]):
+        h = hs[-1]
+        new = rho * h.copy()
+        for i in range(n):
+            for hd in range(Ws.shape[1]):
+                A = h[i] @ Ws[l, hd] @ h[i].T                 # A[s, t]
+                for t in range(T):
+                    a = A[:, t]
+                    if causal:
+                        a = np.where(np.arange(T) <= t, a, -np.inf)
+                    e = np.exp(a - a.max())
+                    new[i, t] += (e / e.sum()) @ (h[i] @ U[l, hd])
+        hs.append(new)
+    return hs
+
+
+def test_audit_of_a_last_layer_head_matches_cvxpy():
+    """A last-layer head's cos equals the cosine with a cvxpy Att-SVM of that head's final
+    selection at the query token, on its own final inputs h^{L−1} (a numpy forward)."""
+    cp = pytest.importorskip("cvxpy")
+    pytest.importorskip("attsvm.audit")
+    from attsvm.stack import audit_stack
+    prob = attsvm.random_problem(n=4, T=4, d=5, seed=2, attention="self", query_index=3)
+    run = train_stack(prob, layers=2, heads=2, steps=400, lr=0.2, record_every=40)
+    audit = audit_stack(prob, run)
+    assert audit.cos.shape == (2, 2) and audit.selections.shape == (2, 2, 4, 4)
+    hs = _numpy_inputs(run.W[-1], prob.X, run.values, 1.0, False)
+    H = hs[1]
+    for hd in range(2):
+        Wh = run.W[-1, 1, hd]
+        a = H @ Wh @ H[:, 3, :, None]                          # (n, T, 1): h_sᵀ W h_q
+        alpha = a[..., 0].argmax(-1)
+        np.testing.assert_array_equal(audit.selections[1, hd, :, 3], alpha)
+        W = cp.Variable((5, 5))
+        cons = [(H[i, alpha[i]] - H[i, s]) @ W @ H[i, 3] >= 1
+                for i in range(4) for s in range(4) if s != alpha[i]]
+        cp.Problem(cp.Minimize(cp.sum_squares(W)), cons).solve(solver="CLARABEL")
+        ref = float(np.sum(Wh * W.value) / (np.linalg.norm(Wh) * np.linalg.norm(W.value)))
+        assert audit.cos[1, hd] == pytest.approx(ref, abs=1e-4)
+    assert np.all(audit.coverage[1] == 1.0)
