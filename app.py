@@ -32,6 +32,7 @@ PAGES = [
     ("ntp.py", "Next-token prediction", "account_tree", "next-token"),
     ("optimizers.py", "Optimizer → norm", "speed", "optimizer-norm"),
     ("joint.py", "Train the head too", "join_inner", "train-the-head"),
+    ("hierarchy.py", "Deeper: a hierarchy of SVMs", "stacks", "hierarchy-of-svms"),
     ("words.py", "Real words", "translate", "real-words"),
     ("reproduce.py", "Reproduce the paper", "description", "paper-figures"),
 ]

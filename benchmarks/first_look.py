@@ -38,7 +38,8 @@ PAGES = {"overview": "", "tour": "start-here", "playground": "token-selection",
          "geometry": "geometry-2d", "basins": "local-optima",
          "overparam": "over-parameterization", "rank": "rank-collapse",
          "nonlinear": "nonlinear-heads", "sequences": "causal-attention",
-         "ntp": "next-token", "optimizers": "optimizer-norm", "reproduce": "paper-figures"}
+         "ntp": "next-token", "optimizers": "optimizer-norm", "reproduce": "paper-figures",
+         "hierarchy": "hierarchy-of-svms"}
 NO_CHART = {"tour", "reproduce"}
 SIDEBAR = '[data-testid="stSidebar"] [data-testid="stPageLink-NavLink"]'
 CHART = ".vega-embed canvas, .vega-embed svg"

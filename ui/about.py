@@ -124,6 +124,26 @@ ABOUT = {
                          "sentences whose optimal word is the same as at d = 50, its colour "
                          "whether the Att-SVM at the optimal words is feasible (green), "
                          "infeasible (red) or undefined because two words tie (grey).",
+    "hierarchy-live": "One small chart per head: rows are layers, columns heads. The line is "
+                      "the head's mean top attention weight over the rows it is read at "
+                      "(the last layer at the query token, earlier layers at every token): "
+                      "it reaches 1 once every row has settled on one key. The chart grows "
+                      "as the run advances, chunk by chunk.",
+    "hierarchy-cos": "One small chart per head (rows: layers, columns: heads): the cosine "
+                     "between the head's W^{l,h}(k) and the Att-SVM of the keys that head "
+                     "selects at the end, on its own layer's final inputs h^{l−1}. A line "
+                     "rising to 1 means the head's direction becomes its own SVM. The SVM "
+                     "is solved once, at the end: early steps compare with where the head "
+                     "ends up.",
+    "hierarchy-last": "One panel per head of the last layer: rows are sequences, columns "
+                      "the keys (token positions), colour the final attention of the query "
+                      "token (the last one). The black ring is the key the head selects; "
+                      "the red cross is the optimal token of the paper's one-layer "
+                      "picture, argmax_t Y_i vᵀ x_it on the raw tokens.",
+    "hierarchy-early": "One panel per head of an earlier layer: every token is a query of "
+                       "the next layer, so every row selects. Cell (t, s): the share of the "
+                       "sequences in which query token t selects key s. Two heads with the "
+                       "same picture do the same work; different pictures split it.",
 }
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import streamlit as st
 
 import attsvm
-from attsvm import experiments, joint, live, ntp, staircase, studies
+from attsvm import experiments, joint, live, ntp, stack_live, staircase, studies
 from attsvm.config import ProblemSpec, TrainSpec
 from attsvm.ntp import session as ntp_session
 
@@ -190,3 +190,17 @@ def words(sentences: tuple, labels: tuple, keys: tuple | None, query: str, head:
     from attsvm.text.study import words_study
     return words_study(list(sentences), list(labels), keys=None if keys is None else list(keys),
                        query=query, head=head, d=d, param=param, steps=steps, lr=lr)
+
+
+# -- Deeper: a hierarchy of SVMs --------------------------------------------------------------
+@st.cache_resource(show_spinner=False)
+def stack_runs() -> SharedRuns:
+    """The hierarchy page's finished live runs, by their settings (one store per server)."""
+    return SharedRuns(16)
+
+
+@st.cache_data(max_entries=32, ttl=TTL, show_spinner="Solving each head's Att-SVM…")
+@hosted.metered
+def stack_audit(spec, _run, tau: float = 0.5):
+    """`attsvm.stack_live.audit` of the run of `spec` (the run is keyed by its spec)."""
+    return stack_live.audit(spec, _run, tau=tau)

@@ -35,7 +35,8 @@ PAGES = {"": "overview", "start-here": "tour", "token-selection": "playground",
          "geometry-2d": "geometry",
          "local-optima": "basins", "over-parameterization": "overparam",
          "rank-collapse": "rank", "nonlinear-heads": "nonlinear",
-         "causal-attention": "sequences", "next-token": "ntp", "optimizer-norm": "optimizers"}
+         "causal-attention": "sequences", "next-token": "ntp", "optimizer-norm": "optimizers",
+         "hierarchy-of-svms": "hierarchy"}
 if (ROOT / "pages" / "reproduce.py").exists():
     PAGES["paper-figures"] = "reproduce"
 NO_CHARTS_ON_LOAD = {"tour", "reproduce"}     # reproduce draws after its Run buttons
