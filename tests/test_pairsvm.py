@@ -1,0 +1,137 @@
+"""attsvm.pairsvm: the pair-constraint SVMs against an independent cvxpy primal, an LP
+feasibility test (HiGHS), and their certificates recomputed here from W and the duals.
+
+Reference: min ‖W‖ (Frobenius, nuclear) s.t. Σ_ab D_ja W_ab z_b ≥ 1 written as a primal in
+cvxpy on the full (d, d2) matrix (no reduction, no dual), solved by Clarabel at tight
+tolerances; feasibility decided by a linear program in scipy's HiGHS.
+"""
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+import pytest
+from scipy.optimize import linprog
+
+from attsvm import pairsvm
+
+TIGHT = dict(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10, max_iter=400)
+
+
+def planted(m, d, d2, q, seed, *, flip=0):
+    """Constraints separated by a random W0 (feasible), with `flip` of them sign-flipped
+    (then usually infeasible)."""
+    rng = np.random.default_rng(seed)
+    D = rng.standard_normal((m, d))
+    Z = rng.standard_normal((q, d2))
+    query = rng.integers(0, q, m)
+    W0 = rng.standard_normal((d, d2))
+    s = np.sign(np.einsum("jd,de,je->j", D, W0, Z[query]))
+    s[:flip] *= -1
+    return D * s[:, None], Z, query
+
+
+def primal_reference(D, Z, query, norm):
+    """(value, W) of min ‖W‖ s.t. D_jᵀ W z_{k(j)} ≥ 1 by cvxpy, or (None, None) if not optimal."""
+    W = cp.Variable((D.shape[1], Z.shape[1]))
+    marg = cp.sum(cp.multiply(D @ W, Z[query]), axis=1)
+    obj = cp.sum_squares(W) if norm == "fro" else cp.normNuc(W)
+    prob = cp.Problem(cp.Minimize(obj), [marg >= 1])
+    prob.solve(solver="CLARABEL", **TIGHT)
+    if prob.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+        return None, None
+    return (np.sqrt(prob.value) if norm == "fro" else prob.value), W.value
+
+
+def lp_feasible(D, Z, query):
+    rows = np.einsum("ja,jb->jab", D, Z[query]).reshape(len(D), -1)
+    res = linprog(np.zeros(rows.shape[1]), A_ub=-rows, b_ub=-np.ones(len(D)),
+                  bounds=[(None, None)] * rows.shape[1], method="highs")
+    return res.status == 0
+
+
+def check_certificate(sol, D, Z, query, *, gap_tol, res_tol=1e-6):
+    """Recompute the certificate from W and λ with plain loops over the constraints."""
+    W, lam = sol.W, sol.duals
+    B = sum(lam[j] * np.outer(D[j], Z[query[j]]) for j in range(len(D)))
+    marg = np.array([D[j] @ W @ Z[query[j]] for j in range(len(D))])
+    mu = marg.min()
+    assert lam.min() >= 0
+    assert mu >= 1 - 1e-9
+    assert sol.min_margin == pytest.approx(mu, rel=1e-12)
+    if sol.norm == "fro":
+        assert np.linalg.norm(W - B) <= res_tol * np.linalg.norm(W)
+        primal = 0.5 * np.sum(W * W) / mu ** 2
+        dual = lam.sum() - 0.5 * np.sum(B * B)
+    else:
+        s1 = np.linalg.svd(B, compute_uv=False)[0]
+        assert s1 <= 1 + res_tol
+        primal = np.linalg.svd(W, compute_uv=False).sum() / mu
+        dual = lam.sum() / max(1.0, s1)
+    gap = (primal - dual) / primal
+    assert -1e-12 <= gap <= gap_tol
+    assert sol.gap == pytest.approx(gap, abs=1e-12)
+
+
+SHAPES = [(12, 3, 4, 3), (30, 5, 5, 6), (40, 6, 3, 4), (80, 8, 10, 8), (25, 2, 2, 6)]
+
+
+@pytest.mark.parametrize("solver", ["auto", "CLARABEL", "ldp"])
+@pytest.mark.parametrize("shape", SHAPES)
+def test_frobenius_agrees_with_the_primal(shape, solver):
+    D, Z, query = planted(*shape, seed=sum(shape))
+    sol = pairsvm.solve_pairs(D, Z, query, "fro", solver=solver)
+    val, W = primal_reference(D, Z, query, "fro")
+    assert sol.feasible and val is not None
+    assert sol.W.shape == (shape[1], shape[2])
+    assert np.linalg.norm(sol.W - W) <= 1e-6 * np.linalg.norm(W)
+    check_certificate(sol, D, Z, query, gap_tol=1e-10)
+
+
+@pytest.mark.parametrize("solver", ["auto", "CLARABEL"])
+@pytest.mark.parametrize("shape", SHAPES[:4])
+def test_nuclear_agrees_with_the_primal(shape, solver):
+    D, Z, query = planted(*shape, seed=sum(shape) + 1)
+    sol = pairsvm.solve_pairs(D, Z, query, "nuc", solver=solver)
+    val, _ = primal_reference(D, Z, query, "nuc")
+    assert sol.feasible and val is not None
+    assert sol.objective == pytest.approx(val, rel=1e-6)
+    check_certificate(sol, D, Z, query, gap_tol=1e-6)
+
+
+@pytest.mark.parametrize("norm", ["fro", "nuc"])
+@pytest.mark.parametrize("seed", range(4))
+def test_feasibility_decisions_match_an_lp(norm, seed):
+    D, Z, query = planted(30, 3, 4, 5, seed, flip=seed)   # seed 0: feasible
+    sol = pairsvm.solve_pairs(D, Z, query, norm)
+    assert sol.feasible == lp_feasible(D, Z, query)
+    if not sol.feasible:
+        assert sol.W is None and sol.reason
+        if sol.farkas is not None:      # a Farkas certificate: μ ≥ 0, Σ μ = 1, Σ μ_j A_j = 0
+            mu = sol.farkas
+            B = np.einsum("j,ja,jb->ab", mu, D, Z[query])
+            assert mu.min() >= 0 and mu.sum() == pytest.approx(1.0)
+            assert np.linalg.norm(B) <= 1e-9 * np.abs(D).max() * np.abs(Z).max()
+
+
+def test_a_zero_constraint_is_infeasible_with_its_reason():
+    D, Z, query = planted(10, 3, 3, 2, 0)
+    D[4] = 0.0
+    for norm in ("fro", "nuc"):
+        sol = pairsvm.solve_pairs(D, Z, query, norm)
+        assert not sol.feasible and "constraint 4" in sol.reason
+        assert sol.farkas[4] == 1.0
+
+
+def test_no_constraints_give_zero():
+    sol = pairsvm.solve_pairs(np.zeros((0, 3)), np.ones((1, 2)), np.zeros(0, int))
+    assert sol.feasible and sol.objective == 0.0 and sol.W.shape == (3, 2)
+
+
+def test_bad_inputs_are_refused():
+    D, Z, query = planted(10, 3, 3, 2, 0)
+    with pytest.raises(ValueError, match="norm"):
+        pairsvm.solve_pairs(D, Z, query, "max")
+    with pytest.raises(ValueError, match="query"):
+        pairsvm.solve_pairs(D, Z, query + 5)
+    with pytest.raises(ValueError, match="finite"):
+        pairsvm.solve_pairs(D * np.nan, Z, query)
