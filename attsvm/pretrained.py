@@ -265,3 +265,41 @@ def audit_head(model: Pretrained, sentences, *, layer: int, head: int, tau: floa
                            [A[head] for A in enc.attention[layer]], tau=tau,
                            baselines=baselines, others=others, seed=seed, n_random=n_random,
                            n_shuffled=n_shuffled)
+
+
+TABLE_COLUMNS = ("layer", "head", "coverage", "n_constraints", "cos", "cos_span",
+                 "span_fraction", "baseline_min", "baseline_max", "random_max", "other_max",
+                 "shuffled_max", "rank_svm", "gap", "seconds")
+
+
+def audit_table(model: Pretrained, sentences, *, heads=None, tau: float = 0.5,
+                baselines: bool = True, n_random: int = 2, n_shuffled: int = 1,
+                progress=None):
+    """`audit_head` for every (layer, head) in `heads` (default: all), one row each
+    (TABLE_COLUMNS; baseline_* are the baselines' cos_span range). One forward pass;
+    `progress(done, total)` after each head."""
+    import time
+
+    import pandas as pd
+    c = model.config
+    heads = ([(l, h) for l in range(c.layers) for h in range(c.heads)] if heads is None
+             else [(int(l), int(h)) for l, h in heads])
+    enc = model.encode(sentences, layers=max(l for l, _ in heads) + 1)
+    rows = []
+    for k, (l, h) in enumerate(heads):
+        t0 = time.perf_counter()
+        r = audit_head(model, sentences, layer=l, head=h, tau=tau, baselines=baselines,
+                       encoding=enc, n_random=n_random, n_shuffled=n_shuffled)
+        best = lambda kind: max((b.cos_span for b in r.baselines or () if b.kind == kind
+                                 and np.isfinite(b.cos_span)), default=np.nan)
+        lo, hi = r.baseline_range() or (np.nan, np.nan)
+        rows.append(dict(layer=l, head=h, coverage=r.coverage, n_constraints=r.n_constraints,
+                         cos=r.cos, cos_span=r.cos_span, span_fraction=r.span_fraction,
+                         baseline_min=lo, baseline_max=hi, random_max=best("random"),
+                         other_max=best("other"), shuffled_max=best("shuffled"),
+                         rank_svm=r.ranks.get("svm", np.nan),
+                         gap=np.nan if r.svm is None or r.svm.gap is None else r.svm.gap,
+                         seconds=time.perf_counter() - t0))
+        if progress is not None:
+            progress(k + 1, len(heads))
+    return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
