@@ -88,6 +88,15 @@ def values_default(layers: int, heads: int, d: int) -> np.ndarray:
     return np.broadcast_to(np.eye(d) / heads, (layers, heads, d, d)).copy()
 
 
+def random_values(layers: int, heads: int, d: int, seed: int = 0) -> np.ndarray:
+    """U^{l,h} = O^{l,h} / H with O^{l,h} random orthogonal (QR of a Gaussian matrix, signs
+    fixed by R's diagonal), drawn by `default_rng([seed, 1])`: heads whose values differ."""
+    rng = np.random.default_rng([seed, 1])
+    G = rng.standard_normal((layers, heads, d, d))
+    Q, R = np.linalg.qr(G)
+    return Q * np.sign(np.diagonal(R, axis1=-2, axis2=-1))[..., None, :] / heads
+
+
 def stack_init(prob: Problem, layers: int, heads: int, *, param: str = "W",
                m: int | None = None, seed: int = 0, index: int = 0):
     """The default initialization of every head: entries U(−1/√d, 1/√d), as
@@ -313,6 +322,26 @@ def layer_states(prob: Problem, run: StackRun, record: int = -1):
         [prob], run.values, residual=s["residual"], causal=s["causal"]).items()})
     S, hs = hierarchy.forward(model.jnp.asarray(run.W[record]), data, centred=False)
     return np.asarray(S), np.asarray(hs)
+
+
+def evaluated(prob: Problem, W, values, *, residual: bool = True, causal: bool = False,
+              loss: str = "logistic") -> StackRun:
+    """A one-record `StackRun` of the stack at W (L, H, d, d): its attention and loss at
+    step 0, computed without compiling a program (grad_norm NaN: no gradient taken)."""
+    from . import hierarchy
+    _check_probs(prob)
+    W = np.asarray(W, dtype=np.float64)
+    U = _as_array("values", values, W.shape)
+    data = model.Data(**{k: model.jnp.asarray(v[0]) for k, v in stack_data(
+        [prob], U, residual=residual, causal=causal).items()})
+    f, S = hierarchy.predictions(model.jnp.asarray(W), data, centred=False)
+    risk = float(np.mean(np.asarray(model.loss_fn(prob.Y * np.asarray(f), loss))))
+    L, H = W.shape[:2]
+    settings = dict(layers=L, heads=H, param="W", residual=residual, causal=causal, n=prob.n,
+                    T=prob.T, d=prob.d, query_index=prob.query_index, steps=0, loss=loss)
+    return StackRun(W=W[None], attention=np.asarray(S)[None], loss=np.array([risk]),
+                    grad_norm=np.array([np.nan]), steps=np.array([0]), final=W,
+                    overflow_at=np.asarray(-1), values=U, settings=settings)
 
 
 @dataclass(frozen=True, eq=False)

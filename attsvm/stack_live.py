@@ -11,7 +11,16 @@ import pandas as pd
 
 from . import limits
 from .problems import Problem, check_choice, check_float, check_int, random_problem
-from .stack import StackAudit, StackRun, audit_stack, train_stack, values_default
+from .stack import (
+    StackAudit,
+    StackRun,
+    audit_stack,
+    evaluated,
+    random_values,
+    stack_init,
+    train_stack,
+    values_default,
+)
 
 CHUNKS = 10          # a live run: this many equal chunks, each one call of the same program
 RECORDS = 200        # records per run, at most
@@ -63,15 +72,6 @@ class StackSpec:
         return random_values(self.layers, self.heads, self.d, self.seed)
 
 
-def random_values(layers: int, heads: int, d: int, seed: int = 0) -> np.ndarray:
-    """U^{l,h} = O^{l,h} / H with O^{l,h} random orthogonal (QR of a Gaussian matrix, signs
-    fixed by R's diagonal), drawn by `default_rng([seed, 1])`: heads whose values differ."""
-    rng = np.random.default_rng([seed, 1])
-    G = rng.standard_normal((layers, heads, d, d))
-    Q, R = np.linalg.qr(G)
-    return Q * np.sign(np.diagonal(R, axis1=-2, axis2=-1))[..., None, :] / heads
-
-
 def check_budget(spec: StackSpec) -> float:
     """Refuse a run over the active mode's budget (`limits.check_stack`, plus the L·H SVM
     solves of its audit); return its work."""
@@ -98,6 +98,15 @@ def chunk(prob: Problem, spec: StackSpec, init, steps: int, every: int) -> Stack
                        residual=spec.residual, causal=spec.causal,
                        values=spec.value_matrices(), init=init, seed=spec.seed,
                        record_every=every)
+
+
+def start(spec: StackSpec) -> StackRun:
+    """The run's first record, step 0 (the default init `stack.stack_init`), evaluated
+    without compiling GD: what the page draws while the first chunk compiles."""
+    prob = spec.problem()
+    W0 = stack_init(prob, spec.layers, spec.heads, seed=spec.seed)
+    return evaluated(prob, W0, spec.value_matrices(), residual=spec.residual,
+                     causal=spec.causal)
 
 
 def live_run(spec: StackSpec, on_chunk=None, *, chunk=chunk) -> StackRun:

@@ -13,6 +13,7 @@ import pandas as pd
 from . import joint as joint_charts
 from .bands import H, W
 from .bands import band as _band
+from .hierarchy import hierarchy_experiment
 from .ntp import BUILDERS as NTP_BUILDERS
 from .optimizers import steepest_heatmap
 from .staircase import BUILDERS as RANK_BUILDERS
@@ -379,4 +380,5 @@ BUILDERS = {
 
 def chart(res):
     """The paper-style chart of an experiment result."""
-    return {**BUILDERS, **NTP_BUILDERS, **RANK_BUILDERS}[res.name](res)
+    return {**BUILDERS, **NTP_BUILDERS, **RANK_BUILDERS,
+            "svm-hierarchy": hierarchy_experiment}[res.name](res)

@@ -47,6 +47,7 @@ def show(run):
 runs = cache.stack_runs()                 # shared by sessions: a default opens at once
 run = runs.get(spec)
 if run is None:
+    show(stack_live.start(spec))          # step 0 at once, while the first chunk compiles
     bar = st.progress(0.0, text="Normalized GD on every head…")
 
     def live(r):

@@ -30,6 +30,7 @@ from . import (
     real_words,
     regularization_path,
     sequence_causal,
+    svm_hierarchy,
     svm_rank,
     weight_decay,
 )
@@ -58,7 +59,10 @@ _RANK = {rank_staircase.NAME: rank_staircase, weight_decay.NAME: weight_decay}
 _MODULES.update(_RANK)
 _TEXT = {real_words.NAME: real_words}     # real word vectors (attsvm.text)
 _MODULES.update(_TEXT)
-FOLLOWUPS = tuple(ntp.MODULES) + tuple(_OPTIM) + tuple(_RANK) + tuple(_TEXT)
+_HIER = {svm_hierarchy.NAME: svm_hierarchy}   # several layers and heads (open; attsvm.stack)
+_MODULES.update(_HIER)
+FOLLOWUPS = (tuple(ntp.MODULES) + tuple(_OPTIM) + tuple(_RANK) + tuple(_TEXT)
+             + tuple(_HIER))
 
 
 def _module(name: str):

@@ -269,6 +269,30 @@ def _real_words(s):
     return items, floats, dict(n=big[0], T=big[1], d=50, steps=s.steps, runs=1, solves=solves)
 
 
+def _svm_hierarchy(s):
+    """Per (H, values) setting: one batched stack run (`limits.stack_work`), then every
+    head's Att-SVM (earlier layers: every token a query; the last layer: one query)."""
+    items, solves, floats = [], 0, 0
+    for H in s.heads:
+        B = s.runs * len(s.values)
+        items.append((f"{B} stack runs, {s.layers} layers × {H} heads",
+                      limits.stack_work(n=s.n, T=s.T, d=s.d, layers=s.layers, heads=H,
+                                        steps=s.steps, runs=B)))
+        early = B * H * (s.layers - 1)
+        if early:
+            items.append((f"{early} Att-SVMs at every token",
+                          limits.svm_work(n=s.n, T=s.T, d=s.d, queries="sequence",
+                                          solves=early)))
+        items.append((f"{B * H} Att-SVMs at the query",
+                      limits.svm_work(n=s.n, T=s.T, d=s.d, solves=B * H)))
+        solves += B * H * s.layers
+        floats = max(floats, limits.stack_record_floats(
+            n=s.n, T=s.T, d=s.d, layers=s.layers, heads=H, steps=s.steps,
+            record_every=s.steps, runs=s.runs))
+    return items, floats, dict(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=s.runs,
+                               solves=solves)
+
+
 PRICES = {
     "geometry-1": _geometry,
     "geometry-2": _geometry,
@@ -286,6 +310,7 @@ PRICES = {
     "rank-staircase": _rank_staircase,
     "weight-decay": _weight_decay,
     "real-words": _real_words,
+    "svm-hierarchy": _svm_hierarchy,
 }
 # Settings a visitor can lower to make a run cheaper (ints, and grids of ints).
 LOWERABLE = ("runs", "steps", "n", "T", "d", "ds", "max_draws", "max_seeds", "radii",
