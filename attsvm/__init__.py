@@ -13,7 +13,7 @@ from .svm import (solve_att_svm, is_locally_optimal, SvmSolution, locally_optima
                   classify_selection, solve_generalized_svm, GeneralizedSvm)
 from .metrics import correlation, token_margins, numerical_rank, norm_growth
 from .joint import solve_joint_svm, JointSvm
-from .stack import train_stack, StackRun
+from .stack import train_stack, StackRun, audit_stack, StackAudit
 from . import text  # real word vectors (GloVe, loaded on first use)
 
 __version__ = "0.1.0"
@@ -24,5 +24,5 @@ __all__ = [
     "solve_att_svm", "is_locally_optimal", "SvmSolution", "locally_optimal_selections",
     "classify_selection", "solve_generalized_svm", "GeneralizedSvm",
     "correlation", "token_margins", "numerical_rank", "norm_growth", "solve_joint_svm",
-    "JointSvm", "train_stack", "StackRun", "__version__",
+    "JointSvm", "train_stack", "StackRun", "audit_stack", "StackAudit", "__version__",
 ]
