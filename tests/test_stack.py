@@ -117,3 +117,42 @@ def test_audit_of_a_last_layer_head_matches_cvxpy():
         ref = float(np.sum(Wh * W.value) / (np.linalg.norm(Wh) * np.linalg.norm(W.value)))
         assert audit.cos[1, hd] == pytest.approx(ref, abs=1e-4)
     assert np.all(audit.coverage[1] == 1.0)
+
+
+def test_bad_settings_are_refused_by_name():
+    prob = attsvm.random_problem(n=3, T=4, d=3, seed=0, attention="self")
+    for kw, word in [(dict(layers=0), "`layers`"), (dict(heads=9), "`heads`"),
+                     (dict(optimizer="polyak"), "`optimizer`"),
+                     (dict(values=np.ones((2, 2, 3, 4))), "`values`"),
+                     (dict(init=np.full((2, 2, 3, 3), np.nan)), "`init`"),
+                     (dict(residual="yes"), "`residual`"), (dict(record_every=7), "divide")]:
+        with pytest.raises(ValueError, match=word):
+            train_stack(prob, steps=10, **kw)
+    with pytest.raises(ValueError, match="self-attention"):
+        train_stack(attsvm.random_problem(n=3, T=4, d=3, seed=0), steps=10)
+
+
+def test_hosted_mode_prices_the_page_sizes():
+    """The page's acceptance size fits the hosted budget; its largest settings are refused
+    with the largest steps that fit."""
+    from attsvm import limits, stack_live
+    hosted = limits.LIMITS["hosted"]
+    spec = stack_live.StackSpec()                       # L = H = 2, n = T = 8, d = 16, 2000
+    work = limits.check_stack(n=8, T=8, d=16, layers=2, heads=2, steps=2000, limits=hosted,
+                              record_every=10)
+    assert 0 < work < hosted.max_work and spec.checked() == spec
+    with pytest.raises(limits.BudgetError, match="steps="):
+        limits.check_stack(n=32, T=16, d=32, layers=3, heads=4, steps=20_000, limits=hosted)
+
+
+def test_batch_and_chunks_continue_exactly():
+    """A batch of two problems is the two single runs; a run continued from `final` is the
+    run done in one call, to rounding."""
+    probs = [attsvm.random_problem(n=3, T=4, d=3, seed=s, attention="self") for s in (1, 2)]
+    batch = train_stack(probs, layers=2, heads=2, steps=40, lr=0.1)
+    one = train_stack(probs[1], layers=2, heads=2, steps=40, lr=0.1,
+                      init=stack_init(probs[1], 2, 2, index=1))
+    np.testing.assert_allclose(batch[1].W, one.W, rtol=1e-12, atol=1e-14)
+    half = train_stack(probs[1], layers=2, heads=2, steps=20, lr=0.1, init=one.W[0])
+    rest = train_stack(probs[1], layers=2, heads=2, steps=20, lr=0.1, init=half.final)
+    np.testing.assert_allclose(rest.W[-1], one.W[-1], rtol=1e-12, atol=1e-14)
