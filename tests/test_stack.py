@@ -156,3 +156,17 @@ def test_batch_and_chunks_continue_exactly():
     half = train_stack(probs[1], layers=2, heads=2, steps=20, lr=0.1, init=one.W[0])
     rest = train_stack(probs[1], layers=2, heads=2, steps=20, lr=0.1, init=half.final)
     np.testing.assert_allclose(rest.W[-1], one.W[-1], rtol=1e-12, atol=1e-14)
+
+
+def test_audit_of_kq_heads_adds_the_nuclear_norm_svm():
+    pytest.importorskip("attsvm.audit")
+    from attsvm.stack import audit_stack
+    prob = attsvm.random_problem(n=4, T=4, d=5, seed=2, attention="self", query_index=3)
+    run = train_stack(prob, layers=2, heads=1, steps=200, lr=0.2, record_every=200,
+                      param="KQ")
+    audit = audit_stack(prob, run)
+    assert audit.cos_nuc.shape == (2, 1) and np.all(np.abs(audit.cos_nuc) <= 1 + 1e-12)
+    Wn = audit.heads[1][0].svm_nuc.W
+    W = run.W[-1, 1, 0]
+    assert audit.cos_nuc[1, 0] == pytest.approx(
+        np.sum(W * Wn) / np.linalg.norm(W) / np.linalg.norm(Wn), rel=1e-12)
