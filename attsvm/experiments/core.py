@@ -22,7 +22,7 @@ from typing import Callable, Iterator
 import numpy as np
 import pandas as pd
 
-from .. import limits
+from .. import cluster, limits
 from ..model import jax
 from ..problems import Problem, check_float, check_int, check_record_every
 from ..training import default_init, train_batch
@@ -162,10 +162,17 @@ def sweep(
         yield idx, tr
 
 
-def stream(chunks: Iterator, size: int, *, param: str = "W", seed: int = 0,
-           **train_kw) -> Iterator[tuple]:
+def stream(chunks: Iterator, size: int, *, param: str = "W", seed: int = 0, judge=None,
+           rebuild=None, **train_kw) -> Iterator[tuple]:
     """GD on a stream of chunks of problems of one shape, each padded to `size` runs (one
-    compiled program); yields (key, batched Trajectory) per chunk, in order.
+    compiled program); yields (key, batched Trajectory) per chunk, in order, or (key,
+    judge(problems, Trajectory)) where `judge` is given (a picklable function, e.g. a
+    `functools.partial` of a module-level one).
+
+    On a cluster (`attsvm.cluster.use`) each chunk is a task there (`cluster.stream`): its
+    problems are rebuilt on the worker from `rebuild(key)` = (module-level fn, args) where
+    given (seeds travel, not Problem objects), and `judge` runs on the worker, so only its
+    verdicts come back. Without one, this process runs it as follows.
 
     chunks: items (key, problems, indices), at most `size` problems each; problem b starts
     from `default_init(…, seed=seed, index=indices[b])` (drawn in a worker thread). Items
@@ -178,6 +185,11 @@ def stream(chunks: Iterator, size: int, *, param: str = "W", seed: int = 0,
     caller nor for the Python work of a chunk: a caller that stops early wastes at most
     D + 1 chunks, and those still running finish in the background. train_kw: as
     `sweep`."""
+    remote = cluster.active()
+    if remote is not None:
+        yield from cluster.stream(remote, chunks, size, judge=judge, rebuild=rebuild,
+                                  param=param, seed=seed, **train_kw)
+        return
     m = train_kw.get("m")
     devices = jax.devices()
     depth = len(devices) + 1
@@ -202,15 +214,15 @@ def stream(chunks: Iterator, size: int, *, param: str = "W", seed: int = 0,
             if nxt is None:
                 return
             k, (key, ps, inds) = nxt
-            pending.append((key, pool.submit(job, k, ps, inds)))
+            pending.append((key, ps, pool.submit(job, k, ps, inds)))
 
     try:
         fill()
         while pending:
-            key, fut = pending.popleft()
+            key, ps, fut = pending.popleft()
             tr = fut.result()
             fill()              # the freed device's next chunk, before the caller's work
-            yield key, tr
+            yield key, (tr if judge is None else judge(ps, tr))
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
 
@@ -278,8 +290,12 @@ def ordered_map(fn, items: list, *, progress: Progress = no_progress) -> list:
     GIL between calls, so threads would not share it): svm-rank's cells,
     over-parameterization's SVM blocks. The results do not depend on where an item ran
     (each helper keeps one BLAS thread, as this process does inside `experiments.run`); if
-    a helper dies, this process computes what it left."""
+    a helper dies, this process computes what it left. On a cluster (`attsvm.cluster.use`)
+    every item is a task there instead (`cluster.ordered_map`)."""
     items = list(items)
+    remote = cluster.active()
+    if remote is not None and items:
+        return cluster.ordered_map(remote, fn, items, progress)
     if HELPERS == 0 or len(items) < 2:
         out = [None] * len(items)
         for k, item in enumerate(items):
