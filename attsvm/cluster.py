@@ -30,6 +30,7 @@ import pickle
 import platform
 import re
 import threading
+import warnings
 from collections import Counter, deque
 from concurrent.futures import Executor
 from typing import Iterator
@@ -255,9 +256,11 @@ def connect(target) -> Remote:
                 n = int(m.group(1))
                 if not 1 <= n <= 256:
                     raise ClusterError(f"`local:N` needs 1 <= N <= 256; got {text!r}")
-                cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                       host="127.0.0.1", dashboard_address=None,
-                                       preload=["attsvm.cluster"], silence_logs=40)
+                with warnings.catch_warnings():     # "port 8787 in use": another is fine
+                    warnings.filterwarnings("ignore", "Port .* is already in use")
+                    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                           host="127.0.0.1", dashboard_address=None,
+                                           preload=["attsvm.cluster"], silence_logs=40)
                 owned.append(cluster)
                 target = Client(cluster)
             elif re.fullmatch(r"(tcp|tls|ucx|inproc)://\S+", text):
