@@ -98,13 +98,19 @@ def test_a_worker_killed_mid_sweep_does_not_change_the_result(dask_client, local
     assert killed[0] not in dask_client.scheduler_info(n_workers=-1)["workers"]
 
 
-def test_an_executor_runs_the_svm_blocks_too():
-    s = dict(pairs=((3, 3),), ds=(2, 3), runs=3, max_draws=30)
-    here = experiments.run("svm-rank", **s)
-    with ThreadPoolExecutor(2) as pool, cluster.use(pool) as remote:
-        there = experiments.run("svm-rank", **s)
-    _same(there, here)
-    assert there.backend["cluster"]["tasks"] == 2 == sum(remote.workers.values())
+def test_an_executor_runs_the_gd_chunks_and_svm_blocks(monkeypatch):
+    """svm-rank's cells (`ordered_map`) and over-parameterization's GD chunks, rebuilt from
+    their seeds (`sweep`'s `rebuild`), then its SVM blocks, on a thread pool."""
+    monkeypatch.setenv("ATTSVM_CHUNK", "3")
+    todo = {"svm-rank": dict(pairs=((3, 3),), ds=(2, 3), runs=3, max_draws=30),
+            "overparameterization": dict(n=3, T=3, ds=(2, 3), runs=5, steps=50)}
+    for name, s in todo.items():
+        here = experiments.run(name, **s)
+        with ThreadPoolExecutor(2) as pool, cluster.use(pool) as remote:
+            there = experiments.run(name, **s)
+        _same(there, here)
+        tasks = {"svm-rank": 2, "overparameterization": 2 * (2 + 1)}[name]
+        assert there.backend["cluster"]["tasks"] == tasks == sum(remote.workers.values())
 
 
 def test_cli_cluster_local_writes_the_same_csvs(tmp_path, local_result, monkeypatch):

@@ -137,6 +137,7 @@ def sweep(
     indices=None,
     progress: Progress = no_progress,
     chunk: int | None = None,
+    rebuild=None,
     **train_kw,
 ) -> Iterator[tuple[np.ndarray, Trajectory]]:
     """Run GD on many problems of one shape; yield (positions, batched Trajectory) per chunk,
@@ -144,6 +145,8 @@ def sweep(
     index b), so its numbers depend neither on the chunking nor on the device count.
 
     train_kw: steps, lr, normalized, loss, record_every, m, ridge (see `attsvm.train_batch`).
+    rebuild: on a cluster, `rebuild(positions)` = (module-level fn, args) whose call gives
+    those problems on the worker (`stream`); without it the problems travel.
     """
     B = len(probs)
     if B == 0:
@@ -156,7 +159,7 @@ def sweep(
     chunks = ((np.arange(lo, min(lo + C, B)), probs[lo:lo + C], indices[lo:lo + C])
               for lo in range(0, B, C))
     done = 0
-    for idx, tr in stream(chunks, C, param=param, seed=seed, **train_kw):
+    for idx, tr in stream(chunks, C, param=param, seed=seed, rebuild=rebuild, **train_kw):
         done += len(idx)
         progress(done / B, f"gradient descent: {done}/{B} runs")
         yield idx, tr
@@ -364,14 +367,14 @@ def stage(progress: Progress, lo: float, span: float, label: str) -> Progress:
 
 
 def train_settings(probs, s, *, progress: Progress, at: tuple, param: str | None = None,
-                   record_every: int | None = None, **gradient) -> dict:
+                   record_every: int | None = None, rebuild=None, **gradient) -> dict:
     """`train_all` with the GD settings of the record `s`: param (unless given), steps, lr,
     record_every (unless given) and the initialization seed; `gradient`: centred/eps (e.g.
     `optimizers.AUTHORS_GRADIENT`); its progress is the stage `at` = (lo, span, label) of
-    `progress` (`stage`)."""
+    `progress` (`stage`); `rebuild`: as `sweep`'s."""
     return train_all(probs, param=param or s.param, steps=s.steps, lr=s.lr,
                      record_every=record_every or s.record_every, seed=s.seed,
-                     progress=stage(progress, *at), **gradient)
+                     progress=stage(progress, *at), rebuild=rebuild, **gradient)
 
 
 def train_all(probs, **kw) -> dict:
