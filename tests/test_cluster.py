@@ -71,6 +71,15 @@ def test_use_a_dask_client_gives_the_local_bits(dask_client, local_result, monke
         devices = dask_client.run(lambda: __import__("jax").device_count())
         assert set(devices.values()) == {1}
     _same(res, local_result)
+    # the scheduler, the workers and their nannies listen on loopback only
+    import psutil
+
+    pids = dask_client.run(os.getpid).values()
+    procs = [psutil.Process(p) for p in pids] + [psutil.Process(p).parent() for p in pids]
+    bound = {c.laddr.ip for p in procs for c in p.net_connections(kind="inet")
+             if c.status == psutil.CONN_LISTEN}
+    assert bound == {"127.0.0.1"}
+    assert dask_client.scheduler.address.startswith("tcp://127.0.0.1:")
     where = res.backend["cluster"]
     assert where["tasks"] >= 2 and set(where["workers"]) <= set(remote.checked)
     assert not dask_client.futures          # the tasks past the early stop were cancelled
