@@ -24,7 +24,6 @@ attsvm[cluster]`); it is imported only when a cluster is used.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import os
 import pickle
 import platform
@@ -34,6 +33,9 @@ import warnings
 from collections import Counter, deque
 from concurrent.futures import Executor
 from typing import Iterator
+
+from .experiments.core import CLUSTER
+from .store import sources_fingerprint
 
 ENV = "ATTSVM_CLUSTER"
 CONNECT_TIMEOUT_S = 30
@@ -65,8 +67,6 @@ def identity() -> dict:
     if _IDENTITY is None:
         import jax
         import jaxlib
-
-        from .store import sources_fingerprint
 
         flags = " ".join(sorted(f for f in os.environ.get("XLA_FLAGS", "").split()
                                 if "host_platform_device_count" not in f))
@@ -208,6 +208,45 @@ class Remote:
             self.workers[where] += 1
         return value
 
+    def stream(self, tasks: Iterator) -> Iterator[tuple]:
+        """(key, fn(*args)) for the items (key, fn, args) of `tasks`, in order:
+        `experiments.core.stream`'s chunks on the cluster (built there: problems rebuilt on
+        the worker from their seeds where the experiment says how, judged there where it
+        judges). `PER_THREAD` tasks per worker thread in flight, the next submitted before
+        the caller gets an answer; those not yet read are cancelled when the caller stops.
+        A task whose worker dies is rerun by Dask elsewhere, with the same bits."""
+        depth = PER_THREAD * self.threads()
+        tasks = iter(tasks)
+        pending: deque = deque()
+
+        def fill():
+            while len(pending) < depth:
+                nxt = next(tasks, None)
+                if nxt is None:
+                    return
+                key, fn, args = nxt
+                pending.append((key, self.submit(fn, *args)))
+
+        try:
+            fill()
+            while pending:
+                key, fut = pending.popleft()
+                out = self.result(fut)
+                fill()
+                yield key, out
+        finally:
+            for _, fut in pending:
+                fut.cancel()
+
+    def map(self, fn, items: list, progress) -> list:
+        """[fn(*item) for item in items], each item a task (`experiments.core.ordered_map`
+        on the cluster): `PER_THREAD` per worker thread in flight, results in item order."""
+        out = []
+        for _, value in self.stream((k, fn, item) for k, item in enumerate(items)):
+            out.append(value)
+            progress(len(out) / len(items), f"{len(out)}/{len(items)}")
+        return out
+
     def record(self, since: Counter | None = None) -> dict:
         """What a result records about where it was computed: the scheduler, and the tasks
         each worker computed (since the tally `since`, a copy of `workers`)."""
@@ -226,12 +265,9 @@ def _describe():
     return dict(preloaded=_PRELOADED)
 
 
-_ACTIVE: contextvars.ContextVar = contextvars.ContextVar("attsvm_cluster", default=None)
-
-
 def active() -> Remote | None:
     """The cluster the sweeps run on now (None: this process, as without this module)."""
-    return _ACTIVE.get()
+    return CLUSTER.get()
 
 
 def connect(target) -> Remote:
@@ -293,93 +329,17 @@ def use(target):
         yield None
         return
     remote = connect(target)
-    token = _ACTIVE.set(remote)
+    token = CLUSTER.set(remote)
     try:
         yield remote
     finally:
-        _ACTIVE.reset(token)
+        CLUSTER.reset(token)
         remote.close()
 
 
 def from_env() -> str | None:
     """The cluster named by ATTSVM_CLUSTER, or None."""
     return os.environ.get(ENV, "").strip() or None
-
-
-# -- the sweeps' remote halves (called by experiments.core when a cluster is active) -------
-def stream(remote: Remote, chunks: Iterator, size: int, *, judge=None, rebuild=None,
-           param: str = "W", seed: int = 0, **train_kw) -> Iterator[tuple]:
-    """`experiments.core.stream` on the cluster: each chunk a task (its problems rebuilt on
-    the worker from `rebuild(key)` = (fn, args) where given, else shipped; trained there on
-    the worker's device; judged there by `judge` where given), `PER_THREAD` tasks per worker
-    thread in flight, results yielded in chunk order; the tasks not yet consumed are
-    cancelled when the caller stops. A task whose worker dies is rerun by Dask elsewhere,
-    with the same bits."""
-    depth = PER_THREAD * remote.threads()
-    items = iter(chunks)
-    pending: deque = deque()
-
-    def fill():
-        while len(pending) < depth:
-            nxt = next(items, None)
-            if nxt is None:
-                return
-            key, ps, inds = nxt
-            source = rebuild(key) if rebuild is not None else (_given, (list(ps),))
-            pending.append((key, remote.submit(_chunk, source, [int(i) for i in inds], size,
-                                               param, seed, judge, train_kw)))
-
-    try:
-        fill()
-        while pending:
-            key, fut = pending.popleft()
-            out = remote.result(fut)
-            fill()
-            yield key, out
-    finally:
-        for _, fut in pending:
-            fut.cancel()
-
-
-def ordered_map(remote: Remote, fn, items: list, progress) -> list:
-    """`experiments.core.ordered_map` on the cluster: every item a task, `PER_THREAD` per
-    worker thread in flight, results in item order."""
-    depth = PER_THREAD * remote.threads()
-    out, pending, k = [], deque(), 0
-    try:
-        while k < len(items) or pending:
-            while k < len(items) and len(pending) < depth:
-                pending.append(remote.submit(fn, *items[k]))
-                k += 1
-            out.append(remote.result(pending.popleft()))
-            progress(len(out) / len(items), f"{len(out)}/{len(items)}")
-    finally:
-        for fut in pending:
-            fut.cancel()
-    return out
-
-
-def _given(problems):
-    return problems
-
-
-def _chunk(source, inds, size, param, seed, judge, train_kw):
-    """On a worker: one chunk of `stream` (as the local stream's job: inits by index,
-    padded to `size` runs, GD on this worker's first device), judged here where `judge`."""
-    from .experiments.core import _slice
-    from .model import jax
-    from .training import default_init, train_batch
-
-    fn, args = source
-    ps = list(fn(*args))
-    n, m = len(ps), train_kw.get("m")
-    ins = [default_init(p, param, seed=seed, m=m, index=int(i))
-           for p, i in zip(ps, inds, strict=True)]
-    ps_pad = ps + [ps[-1]] * (size - n)
-    ins += [ins[-1]] * (size - n)
-    tr = _slice(train_batch(ps_pad, param=param, seed=seed, init=ins,
-                            devices=[jax.devices()[0]], **train_kw), n)
-    return tr if judge is None else list(judge(ps, tr))
 
 
 # -- the worker preload: `dask worker ADDR --nthreads 1 --preload attsvm.cluster` -----------

@@ -132,6 +132,8 @@ def test_cli_cluster_local_writes_the_same_csvs(tmp_path, local_result, monkeypa
         assert (tmp_path / "multi-token" / f"{name}.csv").read_text() == frame.to_csv(
             index=False), name
     assert main(argv[:-1] + ["nowhere:1", "--out", str(tmp_path)]) == 2
+    monkeypatch.setenv("ATTSVM_CLUSTER", "nowhere:1")      # the variable, when no --cluster
+    assert main(argv[:-2] + ["--out", str(tmp_path)]) == 2
 
 
 def test_a_worker_with_other_sources_is_refused_by_name(dask_client, tmp_path):

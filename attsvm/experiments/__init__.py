@@ -16,7 +16,6 @@ from collections import Counter
 
 from threadpoolctl import threadpool_limits
 
-from .. import cluster
 from ..training import backend as _backend
 from . import (
     adaptive_steps,
@@ -35,7 +34,7 @@ from . import (
     svm_rank,
     weight_decay,
 )
-from .core import Progress, Result, no_progress
+from .core import CLUSTER, Progress, Result, no_progress
 
 _MODULES = {
     "geometry-1": geometry,
@@ -118,7 +117,7 @@ def run(name: str, settings_=None, *, progress: Progress = no_progress, **overri
     m = _module(name)
     s = settings_ if settings_ is not None else settings(name, **overrides)
     budget.check(name, s)       # priced as a whole, refused before any work starts
-    remote = cluster.active()
+    remote = CLUSTER.get()
     tally = Counter(remote.workers) if remote is not None else None
     t0 = time.perf_counter()
     # One BLAS thread per call: every matrix here is small (d ≤ a few dozen), where BLAS

@@ -12,6 +12,7 @@ program, and GD amplifies the last-bit differences).
 
 from __future__ import annotations
 
+import contextvars
 import math
 import os
 from collections import deque
@@ -22,7 +23,7 @@ from typing import Callable, Iterator
 import numpy as np
 import pandas as pd
 
-from .. import cluster, limits
+from .. import limits
 from ..model import jax
 from ..problems import Problem, check_float, check_int, check_record_every
 from ..training import default_init, train_batch
@@ -169,13 +170,9 @@ def stream(chunks: Iterator, size: int, *, param: str = "W", seed: int = 0, judg
            rebuild=None, **train_kw) -> Iterator[tuple]:
     """GD on a stream of chunks of problems of one shape, each padded to `size` runs (one
     compiled program); yields (key, batched Trajectory) per chunk, in order, or (key,
-    judge(problems, Trajectory)) where `judge` is given (a picklable function, e.g. a
-    `functools.partial` of a module-level one).
-
-    On a cluster (`attsvm.cluster.use`) each chunk is a task there (`cluster.stream`): its
-    problems are rebuilt on the worker from `rebuild(key)` = (module-level fn, args) where
-    given (seeds travel, not Problem objects), and `judge` runs on the worker, so only its
-    verdicts come back. Without one, this process runs it as follows.
+    judge(problems, Trajectory)) with a (picklable) `judge`. On a cluster (`attsvm.cluster.
+    use`) each chunk is a task there (`_on_cluster`: problems rebuilt from `rebuild(key)` =
+    (module-level fn, args) where given, judged there). Without one, as follows.
 
     chunks: items (key, problems, indices), at most `size` problems each; problem b starts
     from `default_init(…, seed=seed, index=indices[b])` (drawn in a worker thread). Items
@@ -188,10 +185,8 @@ def stream(chunks: Iterator, size: int, *, param: str = "W", seed: int = 0, judg
     caller nor for the Python work of a chunk: a caller that stops early wastes at most
     D + 1 chunks, and those still running finish in the background. train_kw: as
     `sweep`."""
-    remote = cluster.active()
-    if remote is not None:
-        yield from cluster.stream(remote, chunks, size, judge=judge, rebuild=rebuild,
-                                  param=param, seed=seed, **train_kw)
+    if CLUSTER.get() is not None:
+        yield from _on_cluster(chunks, size, param, seed, judge, rebuild, train_kw)
         return
     m = train_kw.get("m")
     devices = jax.devices()
@@ -228,6 +223,40 @@ def stream(chunks: Iterator, size: int, *, param: str = "W", seed: int = 0, judg
             yield key, (tr if judge is None else judge(ps, tr))
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
+
+
+# The cluster the sweeps run on (an `attsvm.cluster.Remote`, set by `attsvm.cluster.use`);
+# None: this process, as above.
+CLUSTER: contextvars.ContextVar = contextvars.ContextVar("attsvm_cluster", default=None)
+
+
+def _on_cluster(chunks, size, param, seed, judge, rebuild, train_kw):
+    """`stream` on the cluster in use: each chunk a task (`_remote_chunk`), its problems
+    rebuilt there from `rebuild(key)` where given, else sent."""
+    tasks = ((key, _remote_chunk,
+              (rebuild(key) if rebuild is not None else (_given, (list(ps),)),
+               [int(i) for i in inds], size, param, seed, judge, train_kw))
+             for key, ps, inds in chunks)
+    yield from CLUSTER.get().stream(tasks)
+
+
+def _given(problems):
+    return problems
+
+
+def _remote_chunk(source, inds, size, param, seed, judge, train_kw):
+    """On a cluster worker: one chunk of `stream`, as its local job (inits by index, padded
+    to `size` runs, GD on this worker's first device), its problems from `source` = (fn,
+    args), judged there where `judge` is given."""
+    fn, args = source
+    ps = list(fn(*args))
+    n, m = len(ps), train_kw.get("m")
+    ins = [default_init(p, param, seed=seed, m=m, index=int(i))
+           for p, i in zip(ps, inds, strict=True)]
+    tr = _slice(train_batch(ps + [ps[-1]] * (size - n), param=param, seed=seed,
+                            init=ins + [ins[-1]] * (size - n), devices=[jax.devices()[0]],
+                            **train_kw), n)
+    return tr if judge is None else list(judge(ps, tr))
 
 
 # -- helper processes ----------------------------------------------------------------------
@@ -294,11 +323,11 @@ def ordered_map(fn, items: list, *, progress: Progress = no_progress) -> list:
     over-parameterization's SVM blocks. The results do not depend on where an item ran
     (each helper keeps one BLAS thread, as this process does inside `experiments.run`); if
     a helper dies, this process computes what it left. On a cluster (`attsvm.cluster.use`)
-    every item is a task there instead (`cluster.ordered_map`)."""
+    every item is a task there instead (`Remote.map`)."""
     items = list(items)
-    remote = cluster.active()
+    remote = CLUSTER.get()
     if remote is not None and items:
-        return cluster.ordered_map(remote, fn, items, progress)
+        return remote.map(fn, items, progress)
     if HELPERS == 0 or len(items) < 2:
         out = [None] * len(items)
         for k, item in enumerate(items):
