@@ -5,13 +5,15 @@
     python -m attsvm reproduce all  [--out DIR]          (the paper's experiments)
     python -m attsvm reproduce followups [--out DIR]    (the follow-up papers' experiments)
     python -m attsvm fill [NAME ...] [--store DIR]      (the results store's missing entries)
+    … [--cluster tcp://host:8786 | local:N]             (sweeps on a Dask cluster)
 
 Each experiment writes DIR/NAME/: one CSV per table, settings.json (settings, attsvm
 version, backend, time, the summary with the paper's statistic next to ours) and chart.html
 (plus chart.png when vl-convert-python is installed). A progress bar goes to stderr, one
 summary line per experiment to stdout. Results at the default settings also go into the
 results store (attsvm.store: ATTSVM_RESULTS, which the app shows) unless --no-store; `fill`
-computes what the store lacks.
+computes what the store lacks. With --cluster (or ATTSVM_CLUSTER) every sweep's chunks run
+on a Dask cluster's workers and this process writes the files (docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import experiments, store
+from . import cluster, experiments, store
 from .store import chart_module, write_result  # noqa: F401  (the CLI's files)
 
 
@@ -154,10 +156,14 @@ def _helped(args) -> bool:
 
 
 def add_cpu_devices_option(parser: argparse.ArgumentParser) -> None:
-    """The --cpu-devices option, for `use_cpu_cores`."""
+    """The --cpu-devices option, for `use_cpu_cores`, and --cluster (`attsvm.cluster`)."""
     parser.add_argument("--cpu-devices", type=int, default=None,
                         help="CPU devices for JAX sweeps, and processes for the experiments' "
                              "Python-bound SVM work (default: one per core)")
+    parser.add_argument("--cluster", default=None, metavar="ADDRESS",
+                        help="run the sweeps on a Dask cluster: tcp://host:8786, "
+                             "tls://host:8786 or local:N (default: ATTSVM_CLUSTER, else "
+                             "this machine; docs/cluster.md)")
 
 
 def main(argv=None) -> int:
@@ -201,9 +207,11 @@ def main(argv=None) -> int:
             for name in experiments.EXPERIMENTS + experiments.FOLLOWUPS:
                 print(f"{name:<22} {experiments.title(name)}")
             return 0
-        use_cpu_cores(args.cpu_devices, helpers=_helped(args))
-        return fill(args) if args.command == "fill" else reproduce(args)
-    except ValueError as exc:
+        target = args.cluster or cluster.from_env()
+        use_cpu_cores(args.cpu_devices, helpers=_helped(args) and target is None)
+        with cluster.use(target):      # nothing set: this process, as without a cluster
+            return fill(args) if args.command == "fill" else reproduce(args)
+    except (ValueError, cluster.ClusterError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     finally:

@@ -12,6 +12,7 @@ attsvm_charts/experiments.py.
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 from threadpoolctl import threadpool_limits
 
@@ -34,7 +35,7 @@ from . import (
     svm_rank,
     weight_decay,
 )
-from .core import Progress, Result, no_progress
+from .core import CLUSTER, Progress, Result, no_progress
 
 _MODULES = {
     "geometry-1": geometry,
@@ -114,10 +115,14 @@ def settings(name: str, **overrides):
 
 
 def run(name: str, settings_=None, *, progress: Progress = no_progress, **overrides) -> Result:
-    """Run experiment `name` with `settings_` (or the defaults with `overrides`)."""
+    """Run experiment `name` with `settings_` (or the defaults with `overrides`); on the
+    cluster in use (`attsvm.cluster.use`), if any, whose workers `Result.backend["cluster"]`
+    then names."""
     m = _module(name)
     s = settings_ if settings_ is not None else settings(name, **overrides)
     budget.check(name, s)       # priced as a whole, refused before any work starts
+    remote = CLUSTER.get()
+    tally = Counter(remote.workers) if remote is not None else None
     t0 = time.perf_counter()
     # One BLAS thread per call: every matrix here is small (d ≤ a few dozen), where BLAS
     # threads only add synchronization (measured: the regularization path 2.6 s single-
@@ -126,6 +131,9 @@ def run(name: str, settings_=None, *, progress: Progress = no_progress, **overri
     with threadpool_limits(limits=1, user_api="blas"):
         res = m.run(s, progress=progress)
     progress(1.0, "done")
+    where = _backend()
+    if remote is not None:      # which workers computed it (attsvm.cluster)
+        where["cluster"] = remote.record(since=tally)
     return Result(
         name=name,
         frames=res.frames,
@@ -133,7 +141,7 @@ def run(name: str, settings_=None, *, progress: Progress = no_progress, **overri
         settings=res.settings,
         notes=res.notes,
         seconds=time.perf_counter() - t0,
-        backend=_backend(),
+        backend=where,
     )
 
 

@@ -12,6 +12,7 @@ program, and GD amplifies the last-bit differences).
 
 from __future__ import annotations
 
+import contextvars
 import math
 import os
 from collections import deque
@@ -137,6 +138,7 @@ def sweep(
     indices=None,
     progress: Progress = no_progress,
     chunk: int | None = None,
+    rebuild=None,
     **train_kw,
 ) -> Iterator[tuple[np.ndarray, Trajectory]]:
     """Run GD on many problems of one shape; yield (positions, batched Trajectory) per chunk,
@@ -144,6 +146,8 @@ def sweep(
     index b), so its numbers depend neither on the chunking nor on the device count.
 
     train_kw: steps, lr, normalized, loss, record_every, m, ridge (see `attsvm.train_batch`).
+    rebuild: on a cluster, `rebuild(positions)` = (module-level fn, args) whose call gives
+    those problems on the worker (`stream`); without it the problems travel.
     """
     B = len(probs)
     if B == 0:
@@ -156,16 +160,19 @@ def sweep(
     chunks = ((np.arange(lo, min(lo + C, B)), probs[lo:lo + C], indices[lo:lo + C])
               for lo in range(0, B, C))
     done = 0
-    for idx, tr in stream(chunks, C, param=param, seed=seed, **train_kw):
+    for idx, tr in stream(chunks, C, param=param, seed=seed, rebuild=rebuild, **train_kw):
         done += len(idx)
         progress(done / B, f"gradient descent: {done}/{B} runs")
         yield idx, tr
 
 
-def stream(chunks: Iterator, size: int, *, param: str = "W", seed: int = 0,
-           **train_kw) -> Iterator[tuple]:
+def stream(chunks: Iterator, size: int, *, param: str = "W", seed: int = 0, judge=None,
+           rebuild=None, **train_kw) -> Iterator[tuple]:
     """GD on a stream of chunks of problems of one shape, each padded to `size` runs (one
-    compiled program); yields (key, batched Trajectory) per chunk, in order.
+    compiled program); yields (key, batched Trajectory) per chunk, in order, or (key,
+    judge(problems, Trajectory)) with a (picklable) `judge`. On a cluster (`attsvm.cluster.
+    use`) each chunk is a task there (`_on_cluster`: problems rebuilt from `rebuild(key)` =
+    (module-level fn, args) where given, judged there). Without one, as follows.
 
     chunks: items (key, problems, indices), at most `size` problems each; problem b starts
     from `default_init(…, seed=seed, index=indices[b])` (drawn in a worker thread). Items
@@ -178,6 +185,9 @@ def stream(chunks: Iterator, size: int, *, param: str = "W", seed: int = 0,
     caller nor for the Python work of a chunk: a caller that stops early wastes at most
     D + 1 chunks, and those still running finish in the background. train_kw: as
     `sweep`."""
+    if CLUSTER.get() is not None:
+        yield from _on_cluster(chunks, size, param, seed, judge, rebuild, train_kw)
+        return
     m = train_kw.get("m")
     devices = jax.devices()
     depth = len(devices) + 1
@@ -202,17 +212,51 @@ def stream(chunks: Iterator, size: int, *, param: str = "W", seed: int = 0,
             if nxt is None:
                 return
             k, (key, ps, inds) = nxt
-            pending.append((key, pool.submit(job, k, ps, inds)))
+            pending.append((key, ps, pool.submit(job, k, ps, inds)))
 
     try:
         fill()
         while pending:
-            key, fut = pending.popleft()
+            key, ps, fut = pending.popleft()
             tr = fut.result()
             fill()              # the freed device's next chunk, before the caller's work
-            yield key, tr
+            yield key, (tr if judge is None else judge(ps, tr))
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
+
+
+# The cluster the sweeps run on (an `attsvm.cluster.Remote`, set by `attsvm.cluster.use`);
+# None: this process, as above.
+CLUSTER: contextvars.ContextVar = contextvars.ContextVar("attsvm_cluster", default=None)
+
+
+def _on_cluster(chunks, size, param, seed, judge, rebuild, train_kw):
+    """`stream` on the cluster in use: each chunk a task (`_remote_chunk`), its problems
+    rebuilt there from `rebuild(key)` where given, else sent."""
+    tasks = ((key, _remote_chunk,
+              (rebuild(key) if rebuild is not None else (_given, (list(ps),)),
+               [int(i) for i in inds], size, param, seed, judge, train_kw))
+             for key, ps, inds in chunks)
+    yield from CLUSTER.get().stream(tasks)
+
+
+def _given(problems):
+    return problems
+
+
+def _remote_chunk(source, inds, size, param, seed, judge, train_kw):
+    """On a cluster worker: one chunk of `stream`, as its local job (inits by index, padded
+    to `size` runs, GD on this worker's first device), its problems from `source` = (fn,
+    args), judged there where `judge` is given."""
+    fn, args = source
+    ps = list(fn(*args))
+    n, m = len(ps), train_kw.get("m")
+    ins = [default_init(p, param, seed=seed, m=m, index=int(i))
+           for p, i in zip(ps, inds, strict=True)]
+    tr = _slice(train_batch(ps + [ps[-1]] * (size - n), param=param, seed=seed,
+                            init=ins + [ins[-1]] * (size - n), devices=[jax.devices()[0]],
+                            **train_kw), n)
+    return tr if judge is None else list(judge(ps, tr))
 
 
 # -- helper processes ----------------------------------------------------------------------
@@ -278,8 +322,12 @@ def ordered_map(fn, items: list, *, progress: Progress = no_progress) -> list:
     GIL between calls, so threads would not share it): svm-rank's cells,
     over-parameterization's SVM blocks. The results do not depend on where an item ran
     (each helper keeps one BLAS thread, as this process does inside `experiments.run`); if
-    a helper dies, this process computes what it left."""
+    a helper dies, this process computes what it left. On a cluster (`attsvm.cluster.use`)
+    every item is a task there instead (`Remote.map`)."""
     items = list(items)
+    remote = CLUSTER.get()
+    if remote is not None and items:
+        return remote.map(fn, items, progress)
     if HELPERS == 0 or len(items) < 2:
         out = [None] * len(items)
         for k, item in enumerate(items):
@@ -348,14 +396,14 @@ def stage(progress: Progress, lo: float, span: float, label: str) -> Progress:
 
 
 def train_settings(probs, s, *, progress: Progress, at: tuple, param: str | None = None,
-                   record_every: int | None = None, **gradient) -> dict:
+                   record_every: int | None = None, rebuild=None, **gradient) -> dict:
     """`train_all` with the GD settings of the record `s`: param (unless given), steps, lr,
     record_every (unless given) and the initialization seed; `gradient`: centred/eps (e.g.
     `optimizers.AUTHORS_GRADIENT`); its progress is the stage `at` = (lo, span, label) of
-    `progress` (`stage`)."""
+    `progress` (`stage`); `rebuild`: as `sweep`'s."""
     return train_all(probs, param=param or s.param, steps=s.steps, lr=s.lr,
                      record_every=record_every or s.record_every, seed=s.seed,
-                     progress=stage(progress, *at), **gradient)
+                     progress=stage(progress, *at), rebuild=rebuild, **gradient)
 
 
 def train_all(probs, **kw) -> dict:

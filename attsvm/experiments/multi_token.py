@@ -20,6 +20,7 @@ the filter runs on the final softmax, and the SVMs (exact least-distance program
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -131,8 +132,8 @@ def _classify(s, select, mask):
 
 def _chunks(s: Settings, d: int, size: int, skipped: list):
     """The candidates at dimension d, in seed order from `first_seed`, in chunks of `size`
-    (the last one shorter where `max_seeds` ends them), as `stream` items ((seeds, problems),
-    problems, seeds). The seeds whose labels are all +1 are left out (appended to `skipped`;
+    (the last one shorter where `max_seeds` ends them), as `stream` items (seeds, problems,
+    seeds). The seeds whose labels are all +1 are left out (appended to `skipped`;
     `random_candidate` finds them before drawing the rest). Read one chunk at a time, as
     `stream` needs them, so the drawing overlaps GD."""
     seed, end = s.first_seed, s.first_seed + s.max_seeds
@@ -147,7 +148,25 @@ def _chunks(s: Settings, d: int, size: int, skipped: list):
                 probs.append(p)
             seed += 1
         if seeds:
-            yield (seeds, probs), probs, seeds
+            yield seeds, probs, seeds
+
+
+def _draw(n: int, T: int, d: int, seeds: list) -> list:
+    """The problems of a chunk's seeds (none all +1: `_chunks` left those out), as a
+    cluster worker rebuilds them (`stream`'s `rebuild`): the same draws as `_chunks`."""
+    return [random_candidate(n, T, d, seed, head="relu") for seed in seeds]
+
+
+def _verdicts(s: Settings, probs: list, tr):
+    """Per run of a chunk, in order: (kind, accepted record) as `_judge` (kind "ambiguous"
+    or "nothing_masked" from `_classify`, without an SVM). A generator: the acceptance loop
+    judges only the runs it reaches; a cluster worker judges the whole chunk, and only the
+    verdicts travel back."""
+    finals = tr.probs[:, -1]
+    kinds = _classify(finals, s.select, s.mask)     # the whole chunk at once
+    for b, p in enumerate(probs):
+        yield ((str(kinds[b]), None) if kinds[b] != "ok"
+               else _judge(s, p, tr.W[b], finals[b]))
 
 
 def _judge(s: Settings, p, W, sf):
@@ -171,7 +190,7 @@ def _accept(s: Settings, d: int, msg):
     skipped: list = []
     C = chunk_size(10**9)
     last, trained = s.first_seed + s.max_seeds - 1, 0
-    for (seeds, probs), tr in stream(
+    for seeds, verdicts in stream(
         _chunks(s, d, C, skipped),
         C,
         param="W",
@@ -180,12 +199,12 @@ def _accept(s: Settings, d: int, msg):
         **AUTHORS_GRADIENT,  # the official code's loop: its numbers are the reference
         seed=s.seed,
         record_every=s.record_every,
+        judge=partial(_verdicts, s),
+        rebuild=lambda seeds: (_draw, (s.n, s.T, d, seeds)),
     ):
-        finals = tr.probs[:, -1]
-        kinds = _classify(finals, s.select, s.mask)     # the whole chunk at once
-        for b, seed in enumerate(seeds):
-            kind, acc = ((str(kinds[b]), None) if kinds[b] != "ok"
-                         else _judge(s, probs[b], tr.W[b], finals[b]))
+        verdicts = iter(verdicts)
+        for seed in seeds:
+            kind, acc = next(verdicts)
             if kind is not None:
                 tally[kind] += 1
             else:

@@ -74,13 +74,20 @@ class Settings:
         check_choice("param", self.param, ("W", "KQ"))
 
 
+def _draw(n: int, T: int, d: int, seeds: list) -> list:
+    """The problems of these data seeds, as `run` draws them (a cluster worker rebuilds a
+    chunk's problems from its seeds: `core.sweep`'s `rebuild`)."""
+    return [random_problem(n, T, d, seed=seed) for seed in seeds]
+
+
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
     rows = []
     for j, d in enumerate(s.ds):
         base, share = j / len(s.ds), 1 / len(s.ds)
-        probs = [random_problem(s.n, s.T, d, seed=s.data_seed + r) for r in range(s.runs)]
+        probs = _draw(s.n, s.T, d, [s.data_seed + r for r in range(s.runs)])
         tr = train_settings(
             probs, s, record_every=s.steps, progress=progress, at=(base, 0.9 * share, f"d={d}"),
+            rebuild=lambda idx, d=d: (_draw, (s.n, s.T, d, [s.data_seed + int(r) for r in idx])),
             **AUTHORS_GRADIENT,  # the official code's loop: its numbers are the reference
         )
         alphas = list(tr["probs"][:, -1].argmax(-1))
