@@ -17,7 +17,7 @@ PARAM = "tour"
 @dataclass(frozen=True)
 class Step:
     title: str
-    page: str                 # file under pages/
+    page: str                 # file under app_pages/
     claim: str                # one sentence: what the view shows
     look: str                 # where to look
     then: str                 # what to try next
