@@ -43,8 +43,8 @@ pages = list(by_file.values())
 # The sidebar draws the page links itself so that they carry the settings in the URL.
 page = st.navigation(pages, position="hidden")
 
-from ui import hosted, results, sidebar, tour  # noqa: E402  (imports JAX)
-from attsvm.model import use_compile_cache  # noqa: E402
+from attsvm.model import use_compile_cache  # noqa: E402  (imports JAX)
+from ui import hosted, results, sidebar, tour  # noqa: E402
 
 use_compile_cache()                        # compiled programs outlive the server process
 
@@ -55,8 +55,10 @@ sidebar.render(pages, page=page.url_path)
 tour.banner(by_file)
 note = st.sidebar.empty()                  # the "ignored link parameters" note, if any
 hosted.show_refused(note, page=page.url_path)
+complete = False                           # the page drew everything (no stop, no rerun)
 try:
     with results.page_running():           # the background filler waits meanwhile
         page.run()
+    complete = True
 finally:
-    hosted.report_ignored_params(link, page=page.url_path, box=note)
+    hosted.report_ignored_params(link, page=page.url_path, box=note, complete=complete)

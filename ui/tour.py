@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
+from . import hosted
+
 PARAM = "tour"
 
 
@@ -84,6 +86,7 @@ def link_query(k: int, carried: dict | None = None) -> dict:
 def current() -> int | None:
     """The tour step (0-based) this page was opened from, or None."""
     raw = st.query_params.get(PARAM)
+    hosted.read_param(PARAM)
     try:
         k = int(str(raw)) - 1
     except (TypeError, ValueError):
