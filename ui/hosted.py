@@ -163,11 +163,10 @@ def ignored_params(before: dict, *, complete: bool = False) -> list[tuple[str, s
                                      and links.same_value(st.session_state[k], v)):
             out.append((k, v, "out of range or not one of the choices"))
         elif used is not None and k in after and k not in used:
-            out.append((k, v, NOT_A_SETTING))
             unused.append(k)
     if unused:
         _forget(unused)
-    return out
+    return out + [(k, before[k], NOT_A_SETTING) for k in unused]   # the others first
 
 
 def show_refused(box, *, page: str = "") -> None:

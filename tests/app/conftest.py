@@ -23,12 +23,16 @@ _scanner.scan_component_manifests = functools.cache(_scanner.scan_component_mani
 
 
 def open_page(page: str | None, query: dict | None = None) -> AppTest:
-    """Run app.py (optionally with URL query parameters), then switch to `page`."""
+    """Run app.py (optionally with URL query parameters), then switch to `page`. The first
+    run, on the main page, names the page's own parameters as not its settings and drops
+    them from the URL (as it should: they are not); they are set again for `page`."""
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
     for k, v in (query or {}).items():
         at.query_params[k] = str(v)
     at.run()
     if page:
+        for k, v in (query or {}).items():
+            at.query_params[k] = str(v)
         at.switch_page(f"app_pages/{page}").run()
     assert_clean(at)
     return at
