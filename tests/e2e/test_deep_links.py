@@ -66,8 +66,9 @@ def _first_visits(browser, base: str):
             query = "?seed=7" if j == 0 else ""
             page.goto(f"{base}/{path}{query}", timeout=PAGE_TIMEOUT_MS)
             if j == 0:                      # the server's very first script run
-                _settle(page)
-                assert page.get_by_label("Data seed", exact=True).input_value() == "7"
+                seed = page.get_by_label("Data seed", exact=True)
+                seed.wait_for(timeout=PAGE_TIMEOUT_MS)
+                assert seed.input_value() == "7"
                 assert "seed=7" in page.url
             page.wait_for_selector(H1, timeout=PAGE_TIMEOUT_MS)
             # (Streamlit sends "page not found" before the run draws anything)
