@@ -42,7 +42,7 @@ RUN pip install -r requirements.txt && pip install --no-deps -r requirements-mod
 COPY attsvm/ attsvm/
 COPY attsvm_charts/ attsvm_charts/
 COPY ui/ ui/
-COPY pages/ pages/
+COPY app_pages/ app_pages/
 COPY app.py .
 COPY .streamlit/config.toml .streamlit/config.toml
 

@@ -1,6 +1,8 @@
 """attsvm explorer: page config, the shared sidebar and the page list (nothing else).
 
-Run with `streamlit run app.py`. Every page is one short file in pages/.
+Run with `streamlit run app.py`. Every page is one short file in app_pages/. (Not pages/:
+Streamlit reads a pages/ folder beside this script as its legacy multipage layout until a
+run reaches st.navigation, and a fresh server's first deep link then says "Page not found".)
 """
 import os
 from pathlib import Path
@@ -15,9 +17,7 @@ import streamlit as st  # noqa: E402
 st.set_page_config(page_title="attsvm — Transformers as SVMs", page_icon=":material/hub:",
                    layout="wide")
 
-# (file, title, icon, url). The URLs deliberately differ from the file names: Streamlit
-# still treats a pages/ folder as the old multipage layout on a process's first run and in
-# AppTest, and a URL equal to a file stem would then open that file without this router.
+# (file in app_pages/, title, icon, url)
 PAGES = [
     ("overview.py", "Overview", "home", None),
     ("tour.py", "Start here: guided tour", "tour", "start-here"),
@@ -37,17 +37,15 @@ PAGES = [
     ("reproduce.py", "Reproduce the paper", "description", "paper-figures"),
 ]
 here = Path(__file__).parent
-by_file = {file: st.Page(f"pages/{file}", title=title, icon=f":material/{icon}:",
+by_file = {file: st.Page(f"app_pages/{file}", title=title, icon=f":material/{icon}:",
                          url_path=url, default=url is None)
-           for file, title, icon, url in PAGES if (here / "pages" / file).exists()}
+           for file, title, icon, url in PAGES if (here / "app_pages" / file).exists()}
 pages = list(by_file.values())
 # The sidebar draws the page links itself so that they carry the settings in the URL.
-# Registered before the heavy imports below: until some run reaches st.navigation, a fresh
-# server treats pages/ as the legacy layout (and shows "Page not found" for deep links).
 page = st.navigation(pages, position="hidden")
 
-from ui import hosted, results, sidebar, tour  # noqa: E402  (imports JAX)
-from attsvm.model import use_compile_cache  # noqa: E402
+from attsvm.model import use_compile_cache  # noqa: E402  (imports JAX)
+from ui import hosted, results, sidebar, tour  # noqa: E402
 
 use_compile_cache()                        # compiled programs outlive the server process
 
@@ -58,8 +56,10 @@ sidebar.render(pages, page=page.url_path)
 tour.banner(by_file)
 note = st.sidebar.empty()                  # the "ignored link parameters" note, if any
 hosted.show_refused(note, page=page.url_path)
+complete = False                           # the page drew everything (no stop, no rerun)
 try:
     with results.page_running():           # the background filler waits meanwhile
         page.run()
+    complete = True
 finally:
-    hosted.report_ignored_params(link, page=page.url_path, box=note)
+    hosted.report_ignored_params(link, page=page.url_path, box=note, complete=complete)

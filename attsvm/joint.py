@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import cvxpy as cp
 import numpy as np
 import pandas as pd
 
@@ -36,6 +35,7 @@ from .svm import (
     SUPPORT_TOL,
     SvmSolution,
     constraint_rows,
+    cp,
     margins_and_support,
     solve_att_svm,
 )

@@ -49,10 +49,22 @@ import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
-import cvxpy as cp
 import numpy as np
 
 from .problems import Problem, check_alpha, check_choice, check_float, optimal_tokens, token_scores
+
+
+class _Cvxpy:
+    """cvxpy, imported on first use: its import takes ≈ 1.5 s on the 2-core machine (scipy.stats
+    and a probe of every installed solver), which every first script run of a fresh
+    `streamlit run app.py` waited for before drawing anything, SVM or not."""
+
+    def __getattr__(self, name):
+        import cvxpy
+        return getattr(cvxpy, name)
+
+
+cp = _Cvxpy()   # `cp.X` as with `import cvxpy as cp` (attsvm.joint and attsvm.ntp use it too)
 
 NORMS = ("fro", "nuc")                                 # the paper's two (generalized SVM too)
 SVM_NORMS = NORMS + ("lp", "max", "spectral")          # solve_att_svm's `norm`

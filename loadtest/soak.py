@@ -48,7 +48,7 @@ def main(argv=None):
 
     t0 = time.time()
     at = session()
-    at.switch_page("pages/playground.py").run()
+    at.switch_page("app_pages/playground.py").run()
     print(f"{'actions':>8} {'RSS MB':>8} {'s':>7}  (hosted mode, AppTest in-process)")
     print(f"{0:>8} {rss_mb():>8.0f} {time.time() - t0:>7.1f}", flush=True)
     failures = 0
@@ -57,7 +57,7 @@ def main(argv=None):
             del at
             gc.collect()
             at = session()
-        page = "pages/overparam.py" if k % 5 == 0 else "pages/playground.py"
+        page = "app_pages/overparam.py" if k % 5 == 0 else "app_pages/playground.py"
         at.switch_page(page).run()
         at.number_input(key="seed").set_value(10_000 + k).run()
         if at.exception or at.error:

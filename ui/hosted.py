@@ -57,6 +57,7 @@ def clean_link() -> dict:
     before = st.query_params.to_dict()
     st.session_state[_BEFORE] = before
     st.session_state[_DROPPED] = set()
+    st.session_state[_READ] = set()
     refused = {}
     for j, (k, v) in enumerate(_all_values().items()):
         why = links.refusal(k, v, position=j)
@@ -94,6 +95,8 @@ def _forget(keys) -> None:
 
 _DROPPED = "_params_dropped_by_the_page"
 _REFUSED = "_params_refused_by_the_link_rules"
+_READ = "_params_read_by_the_page"
+NOT_A_SETTING = "not a setting of this page"
 _SHOWN = "_params_ignored_note"
 _BEFORE = "_params_of_this_run"
 
@@ -110,14 +113,47 @@ def drop_param(key: str) -> None:
     st.session_state.setdefault(_DROPPED, set()).add(key)
 
 
-def ignored_params(before: dict) -> list[tuple[str, str, str]]:
+def refuse_param(key: str, why: str) -> None:
+    """A page refuses a link parameter it cannot apply (a value none of its settings can
+    take): it leaves the URL and the value Streamlit would seed its bound widget with (call
+    this before the widget is drawn), and the "Ignored link parameters" note names it with
+    `why` (plain text: it is shown escaped)."""
+    _forget([key])
+    why = str(why).replace("`", "")
+    why = why if len(why) <= 160 else why[:159] + "…"
+    st.session_state.setdefault(_REFUSED, {})[key] = escape_markdown(why)
+
+
+def read_param(key: str) -> None:
+    """Say that the page read link parameter `key` itself (no widget of its own holds it),
+    so that it is not reported as not being one of the page's settings."""
+    st.session_state.setdefault(_READ, set()).add(key)
+
+
+def _used_keys() -> set | None:
+    """The keys of the widgets drawn in this script run (None outside one)."""
+    from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+    ctx = get_script_run_ctx()
+    try:
+        return set(ctx.shared.widget_user_keys_this_run.snapshot())
+    except AttributeError:      # no run, or a Streamlit that keeps them elsewhere
+        return None
+
+
+def ignored_params(before: dict, *, complete: bool = False) -> list[tuple[str, str, str]]:
     """(parameter, value, reason) for each link parameter that was not used: refused by the
-    link rules, or dropped by its widget (out of range, not one of the choices). A parameter
-    that left the URL because it equals its widget's default was used, and is not listed."""
+    link rules or by the page, dropped by its widget (out of range, not one of the
+    choices), or, once the page drew everything (`complete`: it did not stop early), a
+    parameter that no widget drawn and nothing the page read took (also removed from the
+    URL then, so a copied link does not carry it on). A parameter that left the URL because
+    it equals its widget's default was used, and is not listed."""
     after = st.query_params.to_dict()
     meant = st.session_state.get(_DROPPED, set())
     refused = st.session_state.get(_REFUSED, {})
-    out = []
+    used = _used_keys() if complete else None
+    if used is not None:
+        used |= st.session_state.get(_READ, set())
+    out, unused = [], []
     for k, v in before.items():
         if k in meant:
             continue
@@ -126,7 +162,11 @@ def ignored_params(before: dict) -> list[tuple[str, str, str]]:
         elif k not in after and not (k in st.session_state
                                      and links.same_value(st.session_state[k], v)):
             out.append((k, v, "out of range or not one of the choices"))
-    return out
+        elif used is not None and k in after and k not in used:
+            unused.append(k)
+    if unused:
+        _forget(unused)
+    return out + [(k, before[k], NOT_A_SETTING) for k in unused]   # the others first
 
 
 def show_refused(box, *, page: str = "") -> None:
@@ -143,13 +183,15 @@ def show_refused(box, *, page: str = "") -> None:
             _draw(box, shown[1])
 
 
-def report_ignored_params(before: dict, *, page: str = "", box=None) -> None:
+def report_ignored_params(before: dict, *, page: str = "", box=None,
+                          complete: bool = False) -> None:
     """Say which link parameters were not used, and why; defaults are used instead.
+    `complete`: the page drew everything (see `ignored_params`).
 
     The note stays while the visitor is on the page the link opened (`page`): a page that
     reruns itself (st.rerun) would otherwise erase it, since the parameters are gone from
     the URL after the first run."""
-    dropped = ignored_params(before)
+    dropped = ignored_params(before, complete=complete)
     shown = st.session_state.get(_SHOWN)
     if dropped:
         st.session_state[_SHOWN] = (page, dropped)

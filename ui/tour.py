@@ -11,13 +11,15 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
+from . import hosted
+
 PARAM = "tour"
 
 
 @dataclass(frozen=True)
 class Step:
     title: str
-    page: str                 # file under pages/
+    page: str                 # file under app_pages/
     claim: str                # one sentence: what the view shows
     look: str                 # where to look
     then: str                 # what to try next
@@ -84,6 +86,7 @@ def link_query(k: int, carried: dict | None = None) -> dict:
 def current() -> int | None:
     """The tour step (0-based) this page was opened from, or None."""
     raw = st.query_params.get(PARAM)
+    hosted.read_param(PARAM)
     try:
         k = int(str(raw)) - 1
     except (TypeError, ValueError):

@@ -20,11 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import cvxpy as cp
 import numpy as np
 
 from ..problems import check_choice
-from ..svm import SOLVER_OPTS
+from ..svm import SOLVER_OPTS, cp
 from .graph import PriorityGraphs, priority_graphs
 from .problem import NTPProblem
 

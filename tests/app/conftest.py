@@ -23,29 +23,33 @@ _scanner.scan_component_manifests = functools.cache(_scanner.scan_component_mani
 
 
 def open_page(page: str | None, query: dict | None = None) -> AppTest:
-    """Run app.py (optionally with URL query parameters), then switch to `page`."""
+    """Run app.py (optionally with URL query parameters), then switch to `page`. The first
+    run, on the main page, names the page's own parameters as not its settings and drops
+    them from the URL (as it should: they are not); they are set again for `page`."""
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
     for k, v in (query or {}).items():
         at.query_params[k] = str(v)
     at.run()
     if page:
-        at.switch_page(f"pages/{page}").run()
+        for k, v in (query or {}).items():
+            at.query_params[k] = str(v)
+        at.switch_page(f"app_pages/{page}").run()
     assert_clean(at)
     return at
 
 
 def open_link(page: str | None, query: dict) -> AppTest:
     """Open a deep link: `page` with URL `query`, as a browser does (the router, app.py, runs
-    first and opens the page with the link's parameters). In AppTest a page switched to
-    before any run bypasses the router (pages/ is then read as the legacy layout), so one
-    empty run registers the router first. Does not assert a clean page."""
+    first and opens the page with the link's parameters). Before its first run AppTest
+    knows a page by its file name only, not by app.py's URLs, so one empty run registers
+    the router first. Does not assert a clean page."""
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
     if page:
         at.run()
     for k, v in query.items():
         at.query_params[k] = v if isinstance(v, list) else str(v)
     if page:
-        at.switch_page(f"pages/{page}")
+        at.switch_page(f"app_pages/{page}")
     return at.run()
 
 

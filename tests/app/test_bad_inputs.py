@@ -182,7 +182,7 @@ def test_an_upload_with_a_nonlinear_head_is_explored_like_a_random_one(monkeypat
     np.testing.assert_array_equal(got.X, Q.X)
     np.testing.assert_array_equal(got.V if head == "relu" else got.v,
                                   Q.V if head == "relu" else Q.v)
-    at.switch_page("pages/nonlinear.py").run()
+    at.switch_page("app_pages/nonlinear.py").run()
     assert_clean(at)
     assert not at.error and charts(at)
 

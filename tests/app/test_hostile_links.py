@@ -38,7 +38,16 @@ CASES = [
                 "ntp_seqs": "[x](javascript:y)", "ntp_lr": "0.01"}, {"ntp_K", "ntp_steps"},
      {"ntp_lr"}),
     ("reproduce.py", {"repro-local-convergence-runs": "1e400",
-                      "repro-svm-rank-ds": "(" * 400}, {"repro-local-convergence-runs"}, set()),
+                      "repro-svm-rank-ds": "(" * 400},
+     {"repro-local-convergence-runs", "repro-svm-rank-ds"}, set()),
+    ("reproduce.py", {"repro-svm-rank-pairs": "<b>x</b>", "repro-multi-token-ds":
+                      "__import__('os').getcwd()", "repro-ntp-global-fixtures": "/etc",
+                      "repro-nope-x": "1", "repro-svm-rank-run": "1",
+                      "repro-svm-rank-runs": "7", "repro-multi-token-runs": "-4"},
+     {"repro-svm-rank-pairs", "repro-multi-token-ds", "repro-ntp-global-fixtures",
+      "repro-nope-x", "repro-svm-rank-run", "repro-multi-token-runs"}, {"repro-svm-rank-runs"}),
+    (None, {"nope": "1", "seed": "5"}, {"nope"}, {"seed"}),
+    ("rank.py", {"bas_runs": "3", "rank_T": "5"}, {"bas_runs"}, {"rank_T"}),
 ]
 
 

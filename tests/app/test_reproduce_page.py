@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import assert_clean, charts, open_page
+from conftest import assert_clean, charts, open_link, open_page
 
 import attsvm.experiments as experiments
 
@@ -41,11 +41,9 @@ def test_a_link_restores_a_cards_settings():
     """Settings live in the URL: a copied link restores each card's settings."""
     query = {"repro-svm-rank-runs": 7, "repro-multi-token-ds": "(4, 6)",
              "repro-svm-rank-style": "published"}
-    at = open_page("reproduce.py", query)
-    for k, v in query.items():
-        at.query_params[k] = str(v)
-    at.run()
+    at = open_link("reproduce.py", query)
     assert_clean(at)
+    assert not [w for w in at.sidebar.warning if "Ignored link" in w.value]
     assert at.number_input(key="repro-svm-rank-runs").value == 7
     assert at.text_input(key="repro-multi-token-ds").value == "(4, 6)"
     assert at.selectbox(key="repro-svm-rank-style").value == "published"

@@ -1,5 +1,5 @@
 """The browser tests' shared fixtures: one local app server per test process (xdist worker),
-and a chromium per module warmed up on it.
+and a chromium per module.
 
 The server is session-scoped: starting `streamlit run app.py` and its first page (imports,
 compiled programs, the Overview's runs) took 11–16 s per module, eight modules a run. Each
@@ -12,7 +12,7 @@ tests start their own.
 from __future__ import annotations
 
 import pytest
-from test_browser import ARGS, CHROMIUM, PAGE_TIMEOUT_MS, _settle, streamlit_server
+from test_browser import ARGS, CHROMIUM, streamlit_server
 
 
 @pytest.fixture(scope="session")
@@ -26,11 +26,5 @@ def browser(server):
     from playwright.sync_api import sync_playwright
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        # A process's first run still probes the legacy pages/ folder; warm it up at the
-        # root so no page test sees that one-off "page not found" dialog.
-        page = b.new_page()
-        page.goto(server + "/", timeout=PAGE_TIMEOUT_MS)
-        _settle(page)
-        page.close()
         yield b
         b.close()

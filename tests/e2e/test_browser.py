@@ -37,7 +37,7 @@ PAGES = {"": "overview", "start-here": "tour", "token-selection": "playground",
          "rank-collapse": "rank", "nonlinear-heads": "nonlinear",
          "causal-attention": "sequences", "next-token": "ntp", "optimizer-norm": "optimizers",
          "hierarchy-of-svms": "hierarchy"}
-if (ROOT / "pages" / "reproduce.py").exists():
+if (ROOT / "app_pages" / "reproduce.py").exists():
     PAGES["paper-figures"] = "reproduce"
 NO_CHARTS_ON_LOAD = {"tour", "reproduce"}     # reproduce draws after its Run buttons
 PAGE_TIMEOUT_MS = 90_000          # a slow CI machine under both workers' load

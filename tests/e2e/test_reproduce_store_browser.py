@@ -34,10 +34,6 @@ def test_a_fresh_server_fills_the_store_and_a_restart_shows_it(tmp_path, monkeyp
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         with streamlit_server(mode="hosted", log_name="e2e-store-server.log") as (base, _):
             page = browser.new_page(viewport={"width": 1500, "height": 2400})
-            # (a process's first run probes the legacy pages/ folder: warm up at the root,
-            # as test_browser.py does, so no "page not found" dialog covers the page)
-            page.goto(base + "/", timeout=PAGE_TIMEOUT_MS)
-            page.wait_for_selector('[data-testid="stMain"] h1', timeout=PAGE_TIMEOUT_MS)
             t0 = time.perf_counter()
             page.goto(f"{base}/paper-figures", timeout=PAGE_TIMEOUT_MS)
             page.wait_for_selector('[data-testid="stMain"] h1', timeout=PAGE_TIMEOUT_MS)

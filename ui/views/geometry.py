@@ -28,6 +28,7 @@ def edited_spec(prob0, base, *, tag: str, attention: str):
     n, T = prob0.n, prob0.T
     arrays = (prob0.X, prob0.Y, prob0.Z, prob0.v)
     link = st.query_params.get("geo_data")
+    hosted.read_param("geo_data")
     if link is not None:
         try:
             ltag, *linked = linkdata.decode(link, max_n=8, max_T=12)

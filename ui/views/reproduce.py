@@ -22,6 +22,7 @@ from ui.widgets import BOUND
 # fixed by the card; `fixtures` names a folder on the machine running attsvm (the CLI's)
 HIDDEN = {"preset", "fixtures"}
 MAX_LITERAL = 500  # characters of a tuple-valued setting (a link can carry any text)
+STYLES = ["accurate", "published"]
 POLL_S = 5.0       # seconds between looks at the store while a card waits for its result
 
 
@@ -37,12 +38,18 @@ def _widget(name: str, field: str, default):
     if isinstance(default, float):
         return float(st.number_input(field, value=default, format="%g", **kw))
     if field == "style":
-        return st.selectbox(field, ["accurate", "published"], index=0, **kw)
+        return st.selectbox(field, STYLES, index=0, **kw)
     if isinstance(default, str):
         return st.text_input(field, value=default, **kw)
     text = st.text_input(
         field, value=repr(default), help="a Python literal, e.g. (4, 6, 8) or ('W', 'KQ')", **kw
     )
+    return _literal(field, default, text)
+
+
+def _literal(field: str, default, text: str):
+    """The value of a tuple-valued setting typed (or linked) as a Python literal; ValueError
+    naming the setting if the text is none (ast.literal_eval: no code runs)."""
     try:
         if len(text) > MAX_LITERAL:
             raise ValueError
@@ -54,6 +61,65 @@ def _widget(name: str, field: str, default):
             f"`{field}` must be a Python literal like {default!r} of at most {MAX_LITERAL} "
             f"characters; got {shown!r}"
         ) from None
+
+
+def _from_link(field: str, default, text: str):
+    """A setting's value from its link text, read as its input reads it; ValueError if the
+    input could not hold it."""
+    if isinstance(default, bool):
+        if text.strip().lower() not in ("true", "false"):
+            raise ValueError(f"`{field}` must be true or false")
+        return text.strip().lower() == "true"
+    if isinstance(default, (int, float)):
+        try:
+            x = float(text)
+        except ValueError:
+            raise ValueError(f"`{field}` must be a number") from None
+        if isinstance(default, int):
+            if not x.is_integer():
+                raise ValueError(f"`{field}` must be a whole number")
+            return int(x)
+        return x
+    if field == "style":
+        if text not in STYLES:
+            raise ValueError(f"`style` must be one of {STYLES}")
+        return text
+    if isinstance(default, str):
+        return text
+    return _literal(field, default, text)
+
+
+def _link_refusal(key: str, text, names) -> str | None:
+    """Why the card setting `key` = `text` of a link cannot be run (None: a card can run
+    it, priced and perhaps refused over budget as a click would be)."""
+    name = next((n for n in sorted(names, key=len, reverse=True)
+                 if key.startswith(f"repro-{n}-")), None)
+    if name is None:
+        return "not a setting of any card"
+    field = key[len(f"repro-{name}-"):]
+    defaults = experiments.settings(name)
+    if field in HIDDEN or field not in {f.name for f in dataclasses.fields(defaults)}:
+        return f"not a setting of the {name} card"
+    try:
+        experiments.check(name, **{field: _from_link(field, getattr(defaults, field), text)})
+    except limits.BudgetError:
+        return None
+    except (ValueError, TypeError) as exc:
+        return str(exc)
+    return None
+
+
+def link_settings(names) -> None:
+    """Before the cards draw: a link's card settings (`repro-<experiment>-<setting>`) that a
+    card can run stay for its "Run with other settings" form, which prices them (and
+    refuses them over budget) as a click would; the others (no such card or setting, a
+    value the setting cannot take) are refused, and the "Ignored link parameters" note
+    names them. Values the visitor typed since (the input holds them) are left alone."""
+    for key, text in st.query_params.to_dict().items():
+        if key.startswith("repro-") and key not in st.session_state:
+            why = _link_refusal(key, text, names)
+            if why:
+                hosted.refuse_param(key, why)
 
 
 def _downloads(name: str, csvs: dict, meta_json: str, html: str):

@@ -13,5 +13,5 @@ st.markdown(
 for k, s in enumerate(tour.STEPS):
     with st.container(border=True):
         st.markdown(f"**{k + 1}. {s.title}.** {s.claim}")
-        st.page_link(f"pages/{s.page}", label=f"Open step {k + 1}",
+        st.page_link(f"app_pages/{s.page}", label=f"Open step {k + 1}",
                      icon=":material/arrow_forward:", query_params=tour.link_query(k))

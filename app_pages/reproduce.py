@@ -6,8 +6,10 @@ import streamlit as st
 
 from attsvm import experiments
 from ui import results
-from ui.views.reproduce import card, store_status
+from ui.views.reproduce import card, link_settings, store_status
 
+paper, followups = tuple(experiments.EXPERIMENTS), tuple(experiments.FOLLOWUPS)
+link_settings(paper + followups)        # before the cards: the link's settings they can run
 results.start_filler()
 st.title("Reproduce the paper")
 st.markdown(
@@ -17,7 +19,6 @@ st.markdown(
     "runs are available headless: `python -m attsvm reproduce NAME` (or `all`)."
 )
 store_status()
-paper = tuple(experiments.EXPERIMENTS)
 for exp in paper:
     card(exp, paper, "the paper's experiment")
 
@@ -30,6 +31,5 @@ st.markdown(
     "outputs, where they exist) next to ours; the notes say where attsvm measures "
     "differently. Headless: `python -m attsvm reproduce followups` (not part of `all`)."
 )
-followups = tuple(experiments.FOLLOWUPS)
 for exp in followups:
     card(exp, followups, "follow-up")
