@@ -33,6 +33,7 @@ PAGES = [
     ("optimizers.py", "Optimizer → norm", "speed", "optimizer-norm"),
     ("joint.py", "Train the head too", "join_inner", "train-the-head"),
     ("words.py", "Real words", "translate", "real-words"),
+    ("pretrained.py", "A real transformer", "neurology", "a-real-transformer"),
     ("reproduce.py", "Reproduce the paper", "description", "paper-figures"),
 ]
 here = Path(__file__).parent
