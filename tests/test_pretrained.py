@@ -277,3 +277,18 @@ def test_audit_head_matches_cvxpy_on_held_out_sentences():
     kinds = [b.kind for b in res.baselines]
     assert kinds.count("other") == 11 and "random" in kinds and "shuffled" in kinds
     assert res.margins_svm[0.0] == pytest.approx(1.0, abs=1e-6)
+
+
+@needs_model
+def test_audit_cli_writes_the_table(tmp_path, capsys):
+    from attsvm.__main__ import main
+    f = tmp_path / "s.txt"
+    f.write_text("The cat sat down.\n\nRain fell all night.\n")
+    assert main(["audit", "--layer", "0", "--head", "2", "--file", str(f), "--no-baselines",
+                 "--quiet", "--out", str(tmp_path / "out")]) == 0
+    import pandas as pd
+    df = pd.read_csv(tmp_path / "out" / "heads.csv")
+    assert list(df.columns) == list(pretrained.TABLE_COLUMNS)
+    assert df[["layer", "head"]].values.tolist() == [[0, 2]] and df.coverage[0] == 1.0
+    assert "L0H2: coverage 1.00" in capsys.readouterr().out
+    assert main(["audit", "--layer", "9", "--quiet", "--out", str(tmp_path / "o2")]) == 2
