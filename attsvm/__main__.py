@@ -201,6 +201,21 @@ def add_cpu_devices_option(parser: argparse.ArgumentParser) -> None:
                              "Python-bound SVM work (default: one per core)")
 
 
+def _add_audit_parser(sub) -> None:
+    """The `audit` command's options."""
+    ap = sub.add_parser("audit", help="audit a pretrained transformer's heads against their "
+                        "Att-SVMs (docs/pretrained.md)")
+    ap.add_argument("--layer", type=int, default=None, help="one layer (default: all)")
+    ap.add_argument("--head", type=int, default=None, help="one head (default: all)")
+    ap.add_argument("--sentences", type=int, default=100,
+                    help="the first N sentences of the built-in corpus (default 100)")
+    ap.add_argument("--file", default=None, help="a UTF-8 file of sentences, one a line")
+    ap.add_argument("--tau", type=float, default=0.5, help="selection threshold (default 0.5)")
+    ap.add_argument("--no-baselines", action="store_true", help="skip the baselines")
+    ap.add_argument("--out", default="audit-out", help="output folder (default audit-out)")
+    ap.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m attsvm", description="Reproduce 'Transformers as Support Vector Machines'."
@@ -236,17 +251,7 @@ def main(argv=None) -> int:
                     help="the store's folder (default: ATTSVM_RESULTS or the user cache)")
     fp.add_argument("--quiet", action="store_true", help="(no progress bar: always quiet)")
     add_cpu_devices_option(fp)
-    ap = sub.add_parser("audit", help="audit a pretrained transformer's heads against their "
-                        "Att-SVMs (docs/pretrained.md)")
-    ap.add_argument("--layer", type=int, default=None, help="one layer (default: all)")
-    ap.add_argument("--head", type=int, default=None, help="one head (default: all)")
-    ap.add_argument("--sentences", type=int, default=100,
-                    help="the first N sentences of the built-in corpus (default 100)")
-    ap.add_argument("--file", default=None, help="a UTF-8 file of sentences, one a line")
-    ap.add_argument("--tau", type=float, default=0.5, help="selection threshold (default 0.5)")
-    ap.add_argument("--no-baselines", action="store_true", help="skip the baselines")
-    ap.add_argument("--out", default="audit-out", help="output folder (default audit-out)")
-    ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_audit_parser(sub)
     args = parser.parse_args(argv)
     try:
         if args.command == "audit":
