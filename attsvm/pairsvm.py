@@ -39,7 +39,6 @@ from scipy.optimize import nnls
 NORMS = ("fro", "nuc")
 SOLVERS = ("auto", "CLARABEL", "ldp", "newton", "alm")
 LDP_INFEASIBLE = 1e-13   # |residual| of the LDP's last coordinate meaning "infeasible"
-DEBUG = False
 RHO_GROWTH = 4.0   # ρ ← 4ρ after each outer step (ρ₀ = RHO0/max y)
 RHO0 = 5.0
 LDP_MAX_ENTRIES = 10_000_000   # the exact small method forms (m, r_D·r_Z) rows: at most this
@@ -445,7 +444,7 @@ def _nuc_alm(P: Pairs, W0: np.ndarray, lam0: np.ndarray, *, gap_tol: float = 1e-
     viol_prev = np.inf
     stale = 0
     for it in range(max_outer):
-        x, nit = _lbfgs(lambda v: fun(v, y, rho), x, max_iter=max_inner,
+        x, _ = _lbfgs(lambda v: fun(v, y, rho), x, max_iter=max_inner,
                         gtol=max(1e-11, 1e-3 * min(viol_prev, 1.0)))
         W = x[: d * k].reshape(d, k) @ x[d * k:].reshape(d2, k).T
         c = P.margins(W)
@@ -457,8 +456,6 @@ def _nuc_alm(P: Pairs, W0: np.ndarray, lam0: np.ndarray, *, gap_tol: float = 1e-
         before = best[2]
         for Wc, lam in cands:
             gap = certify(P, Wc, lam, "nuc")[2]
-            if DEBUG:
-                print("outer", it, nit, rho, viol, gap)
             if gap < best[2]:
                 best = (Wc, lam, gap)
         stale = stale + 1 if best[2] > 0.5 * before else 0

@@ -58,7 +58,7 @@ NORMS = ("fro", "nuc")                                 # the paper's two (genera
 SVM_NORMS = NORMS + ("lp", "max", "spectral")          # solve_att_svm's `norm`
 MAX_P = 1e3                                            # ℓp exponents above this: use "max"
 SOLVER = "CLARABEL"
-SOLVERS = ("auto", "CLARABEL", "SCS")
+SOLVERS = ("auto", "CLARABEL", "SCS", "pairs")
 # "auto": Clarabel where its price (`attsvm.limits.svm_work`) is at most this many work units
 # (it is exact there and keeps every reproduced number), `attsvm.pairsvm` above
 CLARABEL_MAX_WORK = 2e8
@@ -357,9 +357,9 @@ def solve_att_svm(prob: Problem, alpha=None, norm: str = "fro", *,
         support_tol: a token is a support token when its margin is ≤ 1 + support_tol.
         solver: "auto" (default: Clarabel where it is fast, priced by `limits.svm_work` up to
             `CLARABEL_MAX_WORK`, else the certified large-scale solvers of `attsvm.pairsvm`
-            for "fro" and "nuc"), "CLARABEL" (the reference, tight tolerances) or "SCS" at
-            its default accuracy (~1e-5; only to reproduce the authors' published numbers,
-            docs/theory.md §7).
+            for "fro" and "nuc"), "CLARABEL" (the reference, tight tolerances), "pairs"
+            (`attsvm.pairsvm` at any size; "fro" and "nuc") or "SCS" at its default accuracy
+            (~1e-5; only to reproduce the authors' published numbers, docs/theory.md §7).
         p: the exponent of norm="lp", 1 ≤ p ≤ `MAX_P` (p = 2 is "fro"); None otherwise.
 
     Infeasible data is a result (feasible=False with the solver's status), not an error.
@@ -397,6 +397,8 @@ def solve_att_svm(prob: Problem, alpha=None, norm: str = "fro", *,
                                           queries=prob.queries) > CLARABEL_MAX_WORK
         solver = "pairs" if fast else SOLVER
     if solver == "pairs":
+        if norm not in NORMS:
+            raise ValueError(f"solver='pairs' solves norm 'fro' or 'nuc'; got {norm!r}")
         sol = pairsvm.solve_pairs(D, Z, query, norm)
         solver = sol.solver
         if not sol.feasible:
