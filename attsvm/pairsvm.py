@@ -443,7 +443,7 @@ def _nuc_alm(P: Pairs, W0: np.ndarray, lam0: np.ndarray, *, gap_tol: float = 1e-
     x = np.concatenate([U.ravel(), V.ravel()])
     viol_prev = np.inf
     stale = 0
-    for it in range(max_outer):
+    for _ in range(max_outer):
         x, _ = _lbfgs(lambda v: fun(v, y, rho), x, max_iter=max_inner,
                         gtol=max(1e-11, 1e-3 * min(viol_prev, 1.0)))
         W = x[: d * k].reshape(d, k) @ x[d * k:].reshape(d2, k).T
