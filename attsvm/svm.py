@@ -60,8 +60,10 @@ MAX_P = 1e3                                            # ℓp exponents above th
 SOLVER = "CLARABEL"
 SOLVERS = ("auto", "CLARABEL", "SCS", "pairs")
 # "auto": Clarabel where its price (`attsvm.limits.svm_work`) is at most this many work units
-# (it is exact there and keeps every reproduced number), `attsvm.pairsvm` above
-CLARABEL_MAX_WORK = 2e8
+# (it is exact there and keeps the reproduced numbers), `attsvm.pairsvm` above: 0.2 s for the
+# Frobenius SVM (Newton's solution is exact to ~1e-14), 2 s for the nuclear one (the ALM's
+# certified gap is ~1e-7, Clarabel's ~1e-10)
+CLARABEL_MAX_WORK = {"fro": 2e8, "nuc": 2e9}
 SOLVER_OPTS = dict(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10, tol_ktratio=1e-8,
                    max_iter=400)
 SUPPORT_TOL = 1e-6        # a constraint with margin ≤ 1 + SUPPORT_TOL is active
@@ -356,7 +358,7 @@ def solve_att_svm(prob: Problem, alpha=None, norm: str = "fro", *,
             "lp" (entrywise ℓp, needs `p`), "max" (entrywise ℓ∞) or "spectral" (σ_max).
         support_tol: a token is a support token when its margin is ≤ 1 + support_tol.
         solver: "auto" (default: Clarabel where it is fast, priced by `limits.svm_work` up to
-            `CLARABEL_MAX_WORK`, else the certified large-scale solvers of `attsvm.pairsvm`
+            `CLARABEL_MAX_WORK[norm]`, else the certified large-scale solvers of `attsvm.pairsvm`
             for "fro" and "nuc"), "CLARABEL" (the reference, tight tolerances), "pairs"
             (`attsvm.pairsvm` at any size; "fro" and "nuc") or "SCS" at its default accuracy
             (~1e-5; only to reproduce the authors' published numbers, docs/theory.md §7).
@@ -394,7 +396,7 @@ def solve_att_svm(prob: Problem, alpha=None, norm: str = "fro", *,
         return infeasible("infeasible (a token equals the selected one along its query)")
     if solver == "auto":
         fast = norm in NORMS and svm_work(n=prob.n, T=prob.T, d=prob.d, norm=norm,
-                                          queries=prob.queries) > CLARABEL_MAX_WORK
+                                          queries=prob.queries) > CLARABEL_MAX_WORK[norm]
         solver = "pairs" if fast else SOLVER
     if solver == "pairs":
         if norm not in NORMS:
