@@ -383,7 +383,7 @@ def solve_att_svm(prob: Problem, alpha=None, norm: str = "fro", *,
     def infeasible(status):
         return SvmSolution(W=None, feasible=False, status=status, support=np.zeros(shape, bool),
                            margins=None, duals=None, alpha=alpha, norm=norm, objective=None,
-                           p=p, solver=solver)
+                           p=p, solver="check" if solver == "auto" else solver)
 
     if D.shape[0] == 0:            # T = 1 (or nothing to separate): W = 0 is optimal
         W = np.zeros((prob.d, prob.d))
