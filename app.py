@@ -34,6 +34,7 @@ PAGES = [
     ("joint.py", "Train the head too", "join_inner", "train-the-head"),
     ("hierarchy.py", "Deeper: a hierarchy of SVMs", "stacks", "hierarchy-of-svms"),
     ("words.py", "Real words", "translate", "real-words"),
+    ("pretrained.py", "A real transformer", "neurology", "a-real-transformer"),
     ("reproduce.py", "Reproduce the paper", "description", "paper-figures"),
 ]
 here = Path(__file__).parent

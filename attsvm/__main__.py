@@ -6,6 +6,8 @@
     python -m attsvm reproduce followups [--out DIR]    (the follow-up papers' experiments)
     python -m attsvm fill [NAME ...] [--store DIR]      (the results store's missing entries)
     … [--cluster tcp://host:8786 | local:N]             (sweeps on a Dask cluster)
+    python -m attsvm audit [--layer L --head H] [--sentences N | --file F] [--out DIR]
+                                          (a pretrained transformer's heads vs their Att-SVMs)
 
 Each experiment writes DIR/NAME/: one CSV per table, settings.json (settings, attsvm
 version, backend, time, the summary with the paper's statistic next to ours) and chart.html
@@ -130,6 +132,44 @@ def fill(args) -> int:
     return 0
 
 
+def audit(args) -> int:
+    """Audit heads of the pretrained model (docs/pretrained.md): heads.csv and chart.html."""
+    from . import pretrained
+    model = pretrained.load()
+    if args.file:
+        lines = Path(args.file).read_text(encoding="utf-8").splitlines()
+        sentences = [x.strip() for x in lines if x.strip()]
+    else:
+        sentences = pretrained.corpus(args.sentences)
+    if not sentences:
+        raise ValueError("no sentences to audit")
+    c = model.config
+    layers = range(c.layers) if args.layer is None else [args.layer]
+    heads = range(c.heads) if args.head is None else [args.head]
+    if any(not 0 <= l < c.layers for l in layers) or any(not 0 <= h < c.heads for h in heads):
+        raise ValueError(f"--layer must be in 0..{c.layers - 1}, --head in 0..{c.heads - 1}")
+    bar = Bar("audit") if not args.quiet else None
+    df = pretrained.audit_table(
+        model, sentences, heads=[(l, h) for l in layers for h in heads], tau=args.tau,
+        baselines=not args.no_baselines,
+        progress=None if bar is None else lambda k, n: bar(k / n, f"{k} of {n} heads"))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out / "heads.csv", index=False)
+    try:
+        from attsvm_charts.pretrained import heads_grid
+    except ImportError:
+        pass
+    else:
+        heads_grid(df).save(str(out / "chart.html"))
+    for r in df.itertuples():
+        print(f"L{r.layer}H{r.head}: coverage {r.coverage:.2f}, {r.n_constraints} constraints, "
+              f"cos_span {r.cos_span:.3f} (baselines {r.baseline_min:.3f} to "
+              f"{r.baseline_max:.3f}), {r.seconds:.1f} s")
+    print(f"{len(df)} heads on {len(sentences)} sentences; files in {out}/")
+    return 0
+
+
 def use_cpu_cores(n: int | None, *, helpers: bool = True) -> None:
     """Expose `n` CPU devices to JAX (default: one per core; `model.use_cpu_cores`, which
     importing attsvm already did unless the user chose), start n − 1 helper processes
@@ -137,7 +177,8 @@ def use_cpu_cores(n: int | None, *, helpers: bool = True) -> None:
     use_helper_processes`), and keep compiled programs on disk for the next command
     (`model.use_compile_cache`)."""
     from .experiments.core import use_helper_processes
-    from .model import use_compile_cache, use_cpu_cores as expose
+    from .model import use_compile_cache
+    from .model import use_cpu_cores as expose
 
     expose(n)
     use_helper_processes(0 if not helpers else None if n is None else n - 1)
@@ -164,6 +205,21 @@ def add_cpu_devices_option(parser: argparse.ArgumentParser) -> None:
                         help="run the sweeps on a Dask cluster: tcp://host:8786, "
                              "tls://host:8786 or local:N (default: ATTSVM_CLUSTER, else "
                              "this machine; docs/cluster.md)")
+
+
+def _add_audit_parser(sub) -> None:
+    """The `audit` command's options."""
+    ap = sub.add_parser("audit", help="audit a pretrained transformer's heads against their "
+                        "Att-SVMs (docs/pretrained.md)")
+    ap.add_argument("--layer", type=int, default=None, help="one layer (default: all)")
+    ap.add_argument("--head", type=int, default=None, help="one head (default: all)")
+    ap.add_argument("--sentences", type=int, default=100,
+                    help="the first N sentences of the built-in corpus (default 100)")
+    ap.add_argument("--file", default=None, help="a UTF-8 file of sentences, one a line")
+    ap.add_argument("--tau", type=float, default=0.5, help="selection threshold (default 0.5)")
+    ap.add_argument("--no-baselines", action="store_true", help="skip the baselines")
+    ap.add_argument("--out", default="audit-out", help="output folder (default audit-out)")
+    ap.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def main(argv=None) -> int:
@@ -201,8 +257,11 @@ def main(argv=None) -> int:
                     help="the store's folder (default: ATTSVM_RESULTS or the user cache)")
     fp.add_argument("--quiet", action="store_true", help="(no progress bar: always quiet)")
     add_cpu_devices_option(fp)
+    _add_audit_parser(sub)
     args = parser.parse_args(argv)
     try:
+        if args.command == "audit":
+            return audit(args)
         if args.command == "list":
             for name in experiments.EXPERIMENTS + experiments.FOLLOWUPS:
                 print(f"{name:<22} {experiments.title(name)}")

@@ -287,16 +287,25 @@ def _spectrum(W: np.ndarray, k: int) -> tuple[int, float]:
     return numerical_rank(W), float(np.sum(s[:k] ** 2) / np.sum(s ** 2)) if s[0] > 0 else np.nan
 
 
-def solve(c: Constraints, norm: str = "fro"):
-    """The Att-SVM of constraints `c` (`attsvm.pairsvm.solve_pairs`)."""
-    from .pairsvm import solve_pairs
-    return solve_pairs(c.D, c.Z, c.query, norm)
+CLARABEL_MAX = 3000   # constraints up to which "auto" here uses Clarabel (see `solve`)
+
+
+def solve(c: Constraints, norm: str = "fro", solver: str = "auto"):
+    """The Att-SVM of constraints `c` (`attsvm.pairsvm.solve_pairs`). "auto" here: the exact
+    LDP where `pairsvm` picks it, Clarabel up to CLARABEL_MAX constraints (the matrix-free
+    Newton stalled on layer-0 heads, whose inputs are low rank), else `pairsvm`'s choice."""
+    from .pairsvm import pick_solver, solve_pairs
+    if solver == "auto" and norm == "fro" and c.m <= CLARABEL_MAX:
+        d, d2 = c.D.shape[1], c.Z.shape[1]
+        if pick_solver(c.m, d, d2, c.Z.shape[0], norm) != "ldp":
+            solver = "CLARABEL"
+    return solve_pairs(c.D, c.Z, c.query, norm, solver=solver)
 
 
 def audit_attention(keys, queries, W, attention, *, tau: float = 0.5, query_rows=None,
                     causal: bool = False, baselines: bool = False, seed: int = 0,
                     others=None, n_random: int = 4, n_shuffled: int = 2,
-                    nuclear: bool = False) -> HeadAudit:
+                    nuclear: bool = False, solver: str = "auto") -> HeadAudit:
     """Audit one head (module docstring). `others`: {label: (d, d2) matrix} of other heads on
     the same inputs, used as baselines when `baselines`. Random baselines: Gaussian matrices
     of the head's numerical rank; shuffled: each kept query's α replaced by a uniformly drawn
@@ -313,7 +322,7 @@ def audit_attention(keys, queries, W, attention, *, tau: float = 0.5, query_rows
     n_kept = int(sum((a >= 0).sum() for a in alpha))
     cons = assemble(keys, queries, alpha, causal=causal)
     span = Span(cons, by_sequence=not causal)
-    sol = solve(cons) if cons.m else None
+    sol = solve(cons, solver=solver) if cons.m else None
     Wmm = None if sol is None or not sol.feasible else sol.W
     nan = float("nan")
     cos = cos_span = frac = nan
@@ -337,7 +346,7 @@ def audit_attention(keys, queries, W, attention, *, tau: float = 0.5, query_rows
     if baselines and Wmm is not None:
         base = _baselines(W, Wmm, cons, span, keys, queries, alpha, causal=causal, seed=seed,
                           rank=r_head, others=others or {}, n_random=n_random,
-                          n_shuffled=n_shuffled)
+                          n_shuffled=n_shuffled, solver=solver)
     return HeadAudit(coverage=n_kept / n_queries if n_queries else nan, alpha=alpha, cos=cos,
                      cos_span=cos_span, span_fraction=frac, svm=sol, n_constraints=cons.m,
                      n_queries=int(n_queries), n_kept=n_kept, span_dim=span.N,
@@ -346,7 +355,7 @@ def audit_attention(keys, queries, W, attention, *, tau: float = 0.5, query_rows
 
 
 def _baselines(W, Wmm, cons, span, keys, queries, alpha, *, causal, seed, rank, others,
-               n_random, n_shuffled) -> tuple:
+               n_random, n_shuffled, solver) -> tuple:
     rng = np.random.default_rng(seed)
     out = []
     d, d2 = W.shape
@@ -369,7 +378,7 @@ def _baselines(W, Wmm, cons, span, keys, queries, alpha, *, causal, seed, rank, 
                 b[t] = s + (s >= a[t])
             shuffled.append(b)
         c2 = assemble(keys, queries, shuffled, causal=causal)
-        sol = solve(c2)
+        sol = solve(c2, solver=solver)
         if sol is None or not sol.feasible:
             out.append(Baseline("shuffled", f"shuffled #{k + 1} (infeasible)", np.nan, np.nan,
                                 float(np.mean(c2.margins(W) > 0))))

@@ -39,7 +39,6 @@ from scipy.optimize import nnls
 NORMS = ("fro", "nuc")
 SOLVERS = ("auto", "CLARABEL", "ldp", "newton", "alm")
 LDP_INFEASIBLE = 1e-13   # |residual| of the LDP's last coordinate meaning "infeasible"
-DEBUG = False
 RHO_GROWTH = 4.0   # ρ ← 4ρ after each outer step (ρ₀ = RHO0/max y)
 RHO0 = 5.0
 LDP_MAX_ENTRIES = 10_000_000   # the exact small method forms (m, r_D·r_Z) rows: at most this
@@ -444,25 +443,24 @@ def _nuc_alm(P: Pairs, W0: np.ndarray, lam0: np.ndarray, *, gap_tol: float = 1e-
     x = np.concatenate([U.ravel(), V.ravel()])
     viol_prev = np.inf
     stale = 0
-    for it in range(max_outer):
-        x, nit = _lbfgs(lambda v: fun(v, y, rho), x, max_iter=max_inner,
+    for _ in range(max_outer):
+        x, _ = _lbfgs(lambda v: fun(v, y, rho), x, max_iter=max_inner,
                         gtol=max(1e-11, 1e-3 * min(viol_prev, 1.0)))
         W = x[: d * k].reshape(d, k) @ x[d * k:].reshape(d2, k).T
         c = P.margins(W)
         y = np.maximum(0.0, y - rho * (c - 1.0))
         viol = float(max(0.0, 1.0 - c.min()))
         cands = [(W, y)]
-        if viol < 1e-4:
-            cands += _nuc_polish(P, W, c)
+        if viol < 1e-6:
+            cands += _nuc_polish(P, W, c, y)
         before = best[2]
         for Wc, lam in cands:
             gap = certify(P, Wc, lam, "nuc")[2]
-            if DEBUG:
-                print("outer", it, nit, rho, viol, gap)
             if gap < best[2]:
                 best = (Wc, lam, gap)
         stale = stale + 1 if best[2] > 0.5 * before else 0
-        if best[2] <= gap_tol or (best[2] <= good_gap and stale >= patience):
+        if best[2] <= gap_tol or (best[2] <= good_gap and stale >= patience) \
+                or stale >= 2 * patience:
             break
         if rho < 1e8 / max(float(y.max()), 1e-12):
             rho *= RHO_GROWTH
@@ -524,19 +522,21 @@ def _lbfgs(fun, x, *, max_iter: int, gtol: float, memory: int = 20):
     return x, max_iter
 
 
-def _nuc_polish(P: Pairs, W: np.ndarray, c: np.ndarray, *, sv_rtol: float = 1e-5,
-                act_tol: float = 1e-4, max_entries: int = 30_000_000):
+def _nuc_polish(P: Pairs, W: np.ndarray, c: np.ndarray, y: np.ndarray, *,
+                sv_rtol: float = 1e-5, act_tol: float = 1e-6, max_entries: int = 30_000_000):
     """Exact optimality conditions from an approximate solution W = U Σ Vᵀ of min ‖W‖_*
     (the subdifferential of the nuclear norm, Watson 1992): with r the numerical rank,
     (1) dual: B(λ) = U_r V_rᵀ + R, U_rᵀ R = 0, R V_r = 0, so U_rᵀ B(λ) = V_rᵀ and
         B(λ) V_r = U_r, λ ≥ 0 on the constraints active at W — a non-negative least-squares
-        problem (Lawson–Hanson) in λ_S;
+        problem (Lawson–Hanson) in λ_S, which leaves ‖R‖₂ ≤ 1 unchecked: the convex
+        combination with the ALM's multipliers y (whose ‖B(y)‖₂ ≈ 1) that certifies best is
+        kept;
     (2) primal: W' = U_r X V_rᵀ, X symmetric, with ⟨A_j, W'⟩ = 1 where λ_j > 0 (least
         squares; kept only when X ⪰ 0, so ‖W'‖_* = tr X).
     Returns [(W, λ), (W', λ)] candidates for `certify` (empty when too large)."""
     U, s, Vt = np.linalg.svd(W, full_matrices=False)
     r = int(np.sum(s > sv_rtol * s[0]))
-    S = np.nonzero(c <= 1.0 + act_tol)[0]
+    S = np.nonzero((c <= 1.0 + act_tol) | (y > 1e-9 * max(float(y.max()), 1e-300)))[0]
     if r == 0 or S.size == 0 or (r * (P.d2 + P.d)) * S.size > max_entries:
         return []
     Ur, Vr = U[:, :r], Vt[:r].T
@@ -548,6 +548,14 @@ def _nuc_polish(P: Pairs, W: np.ndarray, c: np.ndarray, *, sv_rtol: float = 1e-5
     lamS, _ = nnls(M, t, maxiter=20 * S.size)
     lam = np.zeros(P.m)
     lam[S] = lamS
+    By, Bl = P.combine(y), P.combine(lam)
+    best, val = lam, -np.inf
+    for th in (0.0, 0.5, 0.8, 0.9, 0.95, 0.99, 1.0):
+        v = (th * lam.sum() + (1 - th) * y.sum()) / max(1.0, np.linalg.norm(
+            th * Bl + (1 - th) * By, 2))
+        if v > val:
+            best, val = th * lam + (1 - th) * y, v
+    lam = best
     out = [(W, lam)]
     pos = lamS > 1e-9 * max(float(lamS.max()), 1e-300)
     if pos.any():

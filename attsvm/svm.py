@@ -70,7 +70,12 @@ NORMS = ("fro", "nuc")                                 # the paper's two (genera
 SVM_NORMS = NORMS + ("lp", "max", "spectral")          # solve_att_svm's `norm`
 MAX_P = 1e3                                            # ℓp exponents above this: use "max"
 SOLVER = "CLARABEL"
-SOLVERS = ("CLARABEL", "SCS")
+SOLVERS = ("auto", "CLARABEL", "SCS", "pairs")
+# "auto": Clarabel where its price (`attsvm.limits.svm_work`) is at most this many work units
+# (it is exact there and keeps the reproduced numbers), `attsvm.pairsvm` above: 0.2 s for the
+# Frobenius SVM (Newton's solution is exact to ~1e-14), 2 s for the nuclear one (the ALM's
+# certified gap is ~1e-7, Clarabel's ~1e-10)
+CLARABEL_MAX_WORK = {"fro": 2e8, "nuc": 2e9}
 SOLVER_OPTS = dict(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10, tol_ktratio=1e-8,
                    max_iter=400)
 SUPPORT_TOL = 1e-6        # a constraint with margin ≤ 1 + SUPPORT_TOL is active
@@ -91,6 +96,12 @@ class SvmSolution:
             returns them (≥ 0 up to its tolerance), or None.
         alpha: the selection solved for. norm: one of `SVM_NORMS`. objective: ‖W‖ in that norm.
         p: the exponent of norm="lp", else None.
+        solver: the method that solved it ("CLARABEL", "SCS", or `attsvm.pairsvm`'s
+            "ldp", "newton", "alm").
+        min_margin: the smallest constraint margin of W (≥ 1 up to rounding).
+        gap: relative duality gap of (W, duals) (`attsvm.pairsvm.certify`; Frobenius and
+            nuclear only, else None).
+        dual_residual: Frobenius ‖W − Σ λ_j A_j‖_F/‖W‖_F, nuclear max(0, ‖Σ λ_j A_j‖₂ − 1).
     """
 
     W: np.ndarray | None
@@ -104,6 +115,9 @@ class SvmSolution:
     objective: float | None
     solver: str = SOLVER
     p: float | None = None
+    min_margin: float | None = None
+    gap: float | None = None
+    dual_residual: float | None = None
 
     @property
     def margin(self) -> float | None:
@@ -126,6 +140,19 @@ def constraint_rows(prob: Problem, alpha) -> tuple[np.ndarray, np.ndarray]:
     return rows[valid], idx
 
 
+def problem_pairs(prob: Problem, alpha):
+    """Att-SVM_α's constraints as pairs (`attsvm.pairsvm`): D (m, d) rows x_{iα} − x_it,
+    Z (n·K, d) the queries, query (m,) the row of Z of each, and idx (m, 3) their (i, k, t),
+    in `constraint_rows`' order (⟨A_j, W⟩ = D_jᵀ W Z[query_j])."""
+    Q, _, _ = prob.query_view()                           # (n, K, d)
+    A = np.asarray(alpha).reshape(prob.n, -1)             # (n, K)
+    valid = prob.token_mask() & (np.arange(prob.T)[None, None, :] != A[:, :, None])
+    idx = np.argwhere(valid)
+    i, k, t = idx.T
+    D = prob.X[i, A[i, k]] - prob.X[i, t]
+    return D, Q.reshape(-1, prob.d), i * Q.shape[1] + k, idx
+
+
 def _unflatten(prob: Problem, idx, values, fill):
     K = 1 if prob.queries == "single" else prob.T
     dtype = np.asarray(values).dtype if fill is not np.nan else float
@@ -142,7 +169,12 @@ def margins_and_support(prob: Problem, rows, idx, W, alpha, *,
     modes; 0 at α_i, NaN where masked) and support (same shape, bool): margin ≤ 1 +
     support_tol, never the selected token.
     """
-    marg = rows @ np.asarray(W).reshape(-1)
+    return margins_support_from(prob, idx, rows @ np.asarray(W).reshape(-1), alpha,
+                                support_tol=support_tol)
+
+
+def margins_support_from(prob: Problem, idx, marg, alpha, *, support_tol: float = SUPPORT_TOL):
+    """`margins_and_support` from the constraint margins `marg` (m,) at `idx`."""
     margins = _unflatten(prob, idx, marg, np.nan)
     sel = np.asarray(alpha).reshape(prob.n, -1)
     M = margins if margins.ndim == 3 else margins[:, None, :]
@@ -326,7 +358,7 @@ def _solve_primal_norm(rows: np.ndarray, d: int, norm: str, p, solver: str):
 
 
 def solve_att_svm(prob: Problem, alpha=None, norm: str = "fro", *,
-                  support_tol: float = SUPPORT_TOL, solver: str = SOLVER,
+                  support_tol: float = SUPPORT_TOL, solver: str = "auto",
                   p: float | None = None) -> SvmSolution:
     """Solve Att-SVM_α (norm="fro") or Att-SVM*_α (norm="nuc").
 
@@ -337,44 +369,78 @@ def solve_att_svm(prob: Problem, alpha=None, norm: str = "fro", *,
             paper adds rank(W) ≤ m, which is not convex: compare the solution's rank with m);
             "lp" (entrywise ℓp, needs `p`), "max" (entrywise ℓ∞) or "spectral" (σ_max).
         support_tol: a token is a support token when its margin is ≤ 1 + support_tol.
-        solver: "CLARABEL" (default, tight tolerances) or "SCS" at its default accuracy
+        solver: "auto" (default: Clarabel where it is fast, priced by `limits.svm_work` up to
+            `CLARABEL_MAX_WORK[norm]`, else the certified large-scale solvers of `attsvm.pairsvm`
+            for "fro" and "nuc"), "CLARABEL" (the reference, tight tolerances), "pairs"
+            (`attsvm.pairsvm` at any size; "fro" and "nuc") or "SCS" at its default accuracy
             (~1e-5; only to reproduce the authors' published numbers, docs/theory.md §7).
         p: the exponent of norm="lp", 1 ≤ p ≤ `MAX_P` (p = 2 is "fro"); None otherwise.
 
     Infeasible data is a result (feasible=False with the solver's status), not an error.
+    Frobenius and nuclear solutions carry their certificate (min_margin, gap,
+    dual_residual; `attsvm.pairsvm`).
     """
+    from . import pairsvm
+    from .limits import svm_work
+
     if not isinstance(prob, Problem):
         raise ValueError(f"`prob` must be an attsvm.Problem; got {type(prob).__name__}")
     p = check_norm(norm, p)
     support_tol = check_float("support_tol", support_tol, 0.0, 1.0)
     check_choice("solver", solver, SOLVERS)
     alpha = optimal_tokens(prob) if alpha is None else check_alpha(prob, alpha)
-    rows, idx = constraint_rows(prob, alpha)
     shape = (prob.n, prob.T) if prob.queries == "single" else (prob.n, prob.T, prob.T)
-    if rows.shape[0] == 0:            # T = 1 (or nothing to separate): W = 0 is optimal
+    D, Z, query, idx = problem_pairs(prob, alpha)
+
+    def infeasible(status):
+        return SvmSolution(W=None, feasible=False, status=status, support=np.zeros(shape, bool),
+                           margins=None, duals=None, alpha=alpha, norm=norm, objective=None,
+                           p=p, solver="check" if solver == "auto" else solver)
+
+    if D.shape[0] == 0:            # T = 1 (or nothing to separate): W = 0 is optimal
         W = np.zeros((prob.d, prob.d))
         return SvmSolution(W=W, feasible=True, status="optimal", support=np.zeros(shape, bool),
                            margins=_unflatten(prob, idx, np.zeros(0), np.nan), duals=None,
-                           alpha=alpha, norm=norm, objective=0.0, p=p)
+                           alpha=alpha, norm=norm, objective=0.0, p=p, min_margin=np.inf,
+                           gap=0.0, dual_residual=0.0)
     # Any token identical to the selected one (after the query) makes a zero row: infeasible.
-    if np.any(np.all(rows == 0, axis=1)):
-        return SvmSolution(W=None, feasible=False, status="infeasible (a token equals the "
-                           "selected one along its query)", support=np.zeros(shape, bool),
-                           margins=None, duals=None, alpha=alpha, norm=norm, objective=None,
-                           p=p)
+    if np.any(np.all(D == 0, axis=1)):
+        return infeasible("infeasible (a token equals the selected one along its query)")
+    if solver == "auto":
+        fast = norm in NORMS and svm_work(n=prob.n, T=prob.T, d=prob.d, norm=norm,
+                                          queries=prob.queries) > CLARABEL_MAX_WORK[norm]
+        solver = "pairs" if fast else SOLVER
+    if solver == "pairs":
+        if norm not in NORMS:
+            raise ValueError(f"solver='pairs' solves norm 'fro' or 'nuc'; got {norm!r}")
+        sol = pairsvm.solve_pairs(D, Z, query, norm)
+        solver = sol.solver
+        if not sol.feasible:
+            return infeasible(sol.status + (f" ({sol.reason})" if sol.reason else ""))
+        marg = pairsvm.Pairs(D, Z, query).margins(sol.W)
+        margins, support = margins_support_from(prob, idx, marg, alpha,
+                                                support_tol=support_tol)
+        return SvmSolution(W=sol.W, feasible=True, status=sol.status, support=support,
+                           margins=margins, duals=_unflatten(prob, idx, sol.duals, np.nan),
+                           alpha=alpha, norm=norm, objective=sol.objective, p=p,
+                           solver=solver, min_margin=sol.min_margin, gap=sol.gap,
+                           dual_residual=sol.dual_residual)
+    rows, idx = constraint_rows(prob, alpha)
     if norm in NORMS:
         status, W, duals = _solve_rows(rows, prob.d, norm, solver)
     else:
         status, W, duals = _solve_primal_norm(rows, prob.d, norm, p, solver)
     if W is None:
-        return SvmSolution(W=None, feasible=False, status=status, support=np.zeros(shape, bool),
-                           margins=None, duals=None, alpha=alpha, norm=norm, objective=None,
-                           p=p)
+        return infeasible(status)
     margins, support = margins_and_support(prob, rows, idx, W, alpha, support_tol=support_tol)
     obj = matrix_norm(W, norm, p)
+    cert = (None, None, None)
+    if norm in NORMS:
+        cert = pairsvm.certify(pairsvm.Pairs(D, Z, query), W, duals, norm)[1:]
     return SvmSolution(W=W, feasible=True, status=status, support=support, margins=margins,
                        duals=_unflatten(prob, idx, duals, np.nan), alpha=alpha,
-                       norm=norm, objective=float(obj), p=p)
+                       norm=norm, objective=float(obj), p=p, solver=solver,
+                       min_margin=cert[0], gap=cert[1], dual_residual=cert[2])
 
 
 def is_locally_optimal(prob: Problem, alpha, *, norm: str = "fro",

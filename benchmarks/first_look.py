@@ -39,7 +39,7 @@ PAGES = {"overview": "", "tour": "start-here", "playground": "token-selection",
          "overparam": "over-parameterization", "rank": "rank-collapse",
          "nonlinear": "nonlinear-heads", "sequences": "causal-attention",
          "ntp": "next-token", "optimizers": "optimizer-norm", "reproduce": "paper-figures",
-         "hierarchy": "hierarchy-of-svms"}
+         "hierarchy": "hierarchy-of-svms", "pretrained": "a-real-transformer"}
 NO_CHART = {"tour", "reproduce"}
 SIDEBAR = '[data-testid="stSidebar"] [data-testid="stPageLink-NavLink"]'
 CHART = ".vega-embed canvas, .vega-embed svg"

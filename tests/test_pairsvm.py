@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
+import attsvm
 from attsvm import pairsvm
+from attsvm.svm import problem_pairs
 
 TIGHT = dict(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10, max_iter=400)
 
@@ -135,3 +137,61 @@ def test_bad_inputs_are_refused():
         pairsvm.solve_pairs(D, Z, query + 5)
     with pytest.raises(ValueError, match="finite"):
         pairsvm.solve_pairs(D * np.nan, Z, query)
+
+
+# -- attention problems (attsvm.svm's constraints) -------------------------------------------
+ATTENTION = [((4, 5, 6), "single"), ((8, 8, 10), "single"), ((3, 4, 5), "sequence"),
+             ((4, 5, 6), "causal"), ((8, 8, 10), "sequence")]
+
+
+@pytest.mark.parametrize("norm", ["fro", "nuc"])
+@pytest.mark.parametrize(("shape", "queries"), ATTENTION)
+def test_attention_svms_agree_with_the_primal(shape, queries, norm):
+    """solve_att_svm through attsvm.pairsvm (solver="pairs") against the cvxpy primal:
+    the same feasibility decision (and the LP's), W to 1e-6 (Frobenius), value to 1e-6
+    (nuclear), and the certificate."""
+    prob = attsvm.random_problem(*shape, seed=1, queries=queries)
+    alpha = attsvm.problems.optimal_tokens(prob)
+    D, Z, query, _ = problem_pairs(prob, alpha)
+    sol = attsvm.solve_att_svm(prob, alpha, norm, solver="pairs")
+    val, W = primal_reference(D, Z, query, norm)
+    assert sol.feasible == (val is not None) == lp_feasible(D, Z, query)
+    if not sol.feasible:
+        return
+    if norm == "fro":
+        assert np.linalg.norm(sol.W - W) <= 1e-6 * np.linalg.norm(W)
+    assert sol.objective == pytest.approx(val, rel=1e-6)
+    ps = pairsvm.solve_pairs(D, Z, query, norm)
+    check_certificate(ps, D, Z, query, gap_tol=1e-10 if norm == "fro" else 1e-6)
+
+
+@pytest.mark.parametrize("norm", ["fro", "nuc"])
+def test_certificates_at_a_moderate_size(norm):
+    """(24, 24, 32), 552 constraints: Newton (Frobenius, gap ≤ 1e-10) and the ALM (nuclear,
+    gap ≤ 1e-6) with certificates recomputed here by plain loops."""
+    prob = attsvm.random_problem(24, 24, 32, seed=0)
+    D, Z, query, _ = problem_pairs(prob, attsvm.problems.optimal_tokens(prob))
+    sol = pairsvm.solve_pairs(D, Z, query, norm, solver="newton" if norm == "fro" else "alm")
+    assert sol.feasible and sol.solver == ("newton" if norm == "fro" else "alm")
+    check_certificate(sol, D, Z, query, gap_tol=1e-10 if norm == "fro" else 1e-6)
+
+
+def test_newton_on_a_rectangular_problem_matches_the_exact_ldp():
+    D, Z, query = planted(400, 12, 7, 30, 3)
+    new = pairsvm.solve_pairs(D, Z, query, solver="newton")
+    ldp = pairsvm.solve_pairs(D, Z, query, solver="ldp")
+    assert new.W.shape == (12, 7)
+    assert np.linalg.norm(new.W - ldp.W) <= 1e-8 * np.linalg.norm(ldp.W)
+    check_certificate(new, D, Z, query, gap_tol=1e-10)
+
+
+def test_small_d_and_infeasible_data_go_to_the_exact_method():
+    """d² ≪ m and T − 1 > d: the LDP, exact, both ways (LP as the judge)."""
+    for seed in range(3):
+        prob = attsvm.random_problem(10, 12, 2, seed=seed)
+        D, Z, query, _ = problem_pairs(prob, attsvm.problems.optimal_tokens(prob))
+        sol = pairsvm.solve_pairs(D, Z, query)
+        assert sol.solver in ("ldp", "check")
+        assert sol.feasible == lp_feasible(D, Z, query)
+        if sol.feasible:
+            check_certificate(sol, D, Z, query, gap_tol=1e-10)

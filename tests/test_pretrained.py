@@ -277,3 +277,35 @@ def test_audit_head_matches_cvxpy_on_held_out_sentences():
     kinds = [b.kind for b in res.baselines]
     assert kinds.count("other") == 11 and "random" in kinds and "shuffled" in kinds
     assert res.margins_svm[0.0] == pytest.approx(1.0, abs=1e-6)
+
+
+@needs_model
+def test_audit_cli_writes_the_table(tmp_path, capsys):
+    from attsvm.__main__ import main
+    f = tmp_path / "s.txt"
+    f.write_text("The cat sat down.\n\nRain fell all night.\n")
+    assert main(["audit", "--layer", "0", "--head", "2", "--file", str(f), "--no-baselines",
+                 "--quiet", "--out", str(tmp_path / "out")]) == 0
+    import pandas as pd
+    df = pd.read_csv(tmp_path / "out" / "heads.csv")
+    assert list(df.columns) == list(pretrained.TABLE_COLUMNS)
+    assert df[["layer", "head"]].values.tolist() == [[0, 2]] and df.coverage[0] == 1.0
+    assert "L0H2: coverage 1.00" in capsys.readouterr().out
+    assert main(["audit", "--layer", "9", "--quiet", "--out", str(tmp_path / "o2")]) == 2
+
+
+def test_charts_draw_the_grid_the_map_and_the_margins():
+    import pandas as pd
+
+    from attsvm_charts import pretrained as charts
+    rows = [dict(zip(pretrained.TABLE_COLUMNS, [l, h, 0.5, 10, 0.1, 0.2 if h else np.nan, 0.5,
+                                                -0.1, 0.1, 0.0, 0.1, 0.0, 5, 1e-9, 1.0],
+                     strict=True)) for l in range(6) for h in range(12)]
+    spec = charts.heads_grid(pd.DataFrame(rows)).to_dict()
+    values = next(iter(spec["datasets"].values()))
+    assert len(values) == 72 and values[0]["label"] == "" and values[1]["label"] == "0.20"
+    A = np.full((3, 3), 1 / 3)
+    spec = charts.attention_map(["[CLS]", "<b>x</b>", "[SEP]"], A, np.array([-1, 0, 1]))
+    data = [v for d in spec.to_dict()["datasets"].values() for v in d]
+    assert sum(v["selected"] for v in data if "selected" in v) >= 2
+    assert charts.margins_chart(np.ones(4), np.ones(4)).to_dict()["mark"]["type"] == "bar"

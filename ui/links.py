@@ -17,7 +17,8 @@ from . import linkdata
 MAX_PARAMS = 64             # parameters one link may carry (the app uses about 30 at most)
 MAX_CHARS = 1_000           # characters of one value (a literal setting is capped at 500)
 LONG_VALUES = {"geo_data": linkdata.MAX_CHARS,   # values that carry data, with their caps
-               "words_text": 6_000}              # typed sentences (attsvm.limits.TEXT_CAPS)
+               "words_text": 6_000,              # typed sentences (attsvm.limits.TEXT_CAPS)
+               "pt_text": 2_000}                 # the real transformer's typed sentences
 MAX_NUMBER = 2.0 ** 53      # beyond this no setting is meant, and int/float round-trips fail
 
 

@@ -32,7 +32,8 @@ SHARED_KEYS = ("preset", "n", "T", "d", "seed", "attention", "head", "lam", "par
 # training settings. There the sidebar folds those controls away under a label saying so
 # (still drawn, so their values, the URL and an upload are kept for the other pages).
 # A page opts in with its URL path here.
-OWN_SETTINGS = frozenset({"next-token", "train-the-head", "real-words", "hierarchy-of-svms"})
+OWN_SETTINGS = frozenset({"next-token", "train-the-head", "real-words", "hierarchy-of-svms",
+                          "a-real-transformer"})
 UNUSED_LABEL = "Problem and training: not used on this page (it has its own settings)"
 # Pages that read the sidebar's problem but train with their own controls: only the training
 # section is folded away there.

@@ -36,7 +36,7 @@ PAGES = {"": "overview", "start-here": "tour", "token-selection": "playground",
          "local-optima": "basins", "over-parameterization": "overparam",
          "rank-collapse": "rank", "nonlinear-heads": "nonlinear",
          "causal-attention": "sequences", "next-token": "ntp", "optimizer-norm": "optimizers",
-         "hierarchy-of-svms": "hierarchy"}
+         "hierarchy-of-svms": "hierarchy", "a-real-transformer": "pretrained"}
 if (ROOT / "app_pages" / "reproduce.py").exists():
     PAGES["paper-figures"] = "reproduce"
 NO_CHARTS_ON_LOAD = {"tour", "reproduce"}     # reproduce draws after its Run buttons

@@ -1,0 +1,93 @@
+"""Benchmark of the certified large-scale attention SVMs: `python -m benchmarks.bench_svm_scale`.
+
+For each size (n, T, d), query mode and norm: a random problem (`random_problem`, seed 0,
+α = opt), solved by `attsvm.pairsvm.solve_pairs` (the method "auto" picks), with its
+certificate (relative duality gap, smallest margin); and by Clarabel (`solver="CLARABEL"`,
+the reference) in the same run where its price (`limits.svm_work`) is under
+`--clarabel-seconds`. Prints wall times (medians of `--repeats`), the ratio, both gaps and
+the largest relative difference of W (Frobenius) or objective (nuclear). Numbers are of this
+machine at the time of the run: on a shared machine read the ratios, measured in one run.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+from attsvm import limits, pairsvm
+from attsvm.problems import optimal_tokens, random_problem
+from attsvm.svm import problem_pairs
+
+# (n, T, d, queries, norm): the issue's acceptance sizes
+SIZES = [
+    (64, 64, 128, "single", "fro"),
+    (256, 128, 256, "single", "fro"),
+    (512, 256, 512, "single", "fro"),
+    (32, 64, 128, "sequence", "fro"),
+    (32, 32, 32, "single", "nuc"),
+    (64, 64, 128, "single", "nuc"),
+    (128, 64, 256, "single", "nuc"),
+    (32, 32, 384, "single", "fro"),
+    (32, 32, 384, "single", "nuc"),
+]
+
+
+def _timed(fn, repeats: int):
+    times, out = [], None
+    for _ in range(repeats):
+        t = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), out
+
+
+def bench_one(n, T, d, queries, norm, *, repeats=1, clarabel_seconds=120.0):
+    prob = random_problem(n, T, d, seed=0, queries=queries)
+    D, Z, query, _ = problem_pairs(prob, optimal_tokens(prob))
+    t, sol = _timed(lambda: pairsvm.solve_pairs(D, Z, query, norm), repeats)
+    row = dict(size=f"({n}, {T}, {d})", queries=queries, norm=norm, m=len(D), method=sol.solver,
+               seconds=t, gap=sol.gap, min_margin=sol.min_margin, status=sol.status,
+               clarabel=None, ratio=None, clarabel_gap=None, diff=None)
+    price = limits.seconds(limits.svm_work(n=n, T=T, d=d, norm=norm, queries=queries))
+    if price <= clarabel_seconds:
+        tc, ref = _timed(lambda: pairsvm.solve_pairs(D, Z, query, norm, solver="CLARABEL"), 1)
+        row.update(clarabel=tc, ratio=tc / t, clarabel_gap=ref.gap)
+        if ref.feasible and sol.feasible:
+            row["diff"] = (np.linalg.norm(sol.W - ref.W) / np.linalg.norm(ref.W) if norm == "fro"
+                           else abs(sol.objective - ref.objective) / ref.objective)
+    return row
+
+
+def _fmt(x, spec):
+    return "—" if x is None else format(x, spec)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--clarabel-seconds", type=float, default=120.0,
+                    help="run Clarabel where its price is at most this many seconds")
+    ap.add_argument("--only", default="", help="norm ('fro' or 'nuc') to run alone")
+    ap.add_argument("--max-m", type=int, default=10**9, help="skip sizes with more constraints")
+    args = ap.parse_args(argv)
+    print("| size | queries | norm | m | method | time (s) | Clarabel (s) | ratio | gap | "
+          "min margin − 1 | Clarabel gap | W / value diff |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for n, T, d, queries, norm in SIZES:
+        if args.only and norm != args.only:
+            continue
+        if limits._constraints(n, T, queries) > args.max_m:
+            continue
+        r = bench_one(n, T, d, queries, norm, repeats=args.repeats,
+                      clarabel_seconds=args.clarabel_seconds)
+        mm = None if r["min_margin"] is None else r["min_margin"] - 1
+        print(f"| {r['size']} | {queries} | {norm} | {r['m']} | {r['method']} | "
+              f"{r['seconds']:.3g} | {_fmt(r['clarabel'], '.3g')} | {_fmt(r['ratio'], '.0f')} | "
+              f"{_fmt(r['gap'], '.1e')} | {_fmt(mm, '.1e')} | {_fmt(r['clarabel_gap'], '.1e')} | "
+              f"{_fmt(r['diff'], '.1e')} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
