@@ -345,6 +345,9 @@ def _fro_newton(P: Pairs, *, ldp: bool = True, gap_tol: float = 1e-12, max_newto
     data: λ = u/(1 − 1ᵀu) solves the dual when feasible, and when infeasible u → μ with
     B(μ) = 0, 1ᵀμ = 1 (a Farkas certificate).
 
+    It is long because the Newton step, the active-set update, the arc search and the
+    certificate test share one loop's state; split, each part would take all of it.
+
     Returns (λ, status, farkas): status "optimal" (certified relative gap ≤ gap_tol),
     "infeasible" (μ = u/1ᵀu with ‖B(μ)‖_F ≤ farkas_tol·max_j ‖A_j‖_F: no W with
     ‖W‖_F < 1/‖B(μ)‖_F is feasible), or "inaccurate"."""
