@@ -218,7 +218,7 @@ def _solve_ldp(P: Pairs, norm: str) -> PairSolution:
 def _solve_clarabel(P: Pairs, norm: str) -> PairSolution:
     import cvxpy as cp
 
-    from . import svm  # lazy: attsvm.svm dispatches to this module
+    from . import conic
 
     try:
         if norm == "fro":
@@ -226,8 +226,8 @@ def _solve_clarabel(P: Pairs, norm: str) -> PairSolution:
             lam = cp.Variable(P.m, name="lambda")
             prob = cp.Problem(cp.Minimize(0.5 * cp.quad_form(lam, cp.psd_wrap(K))
                                           - cp.sum(lam)), [lam >= 0])
-            prob.solve(solver=svm.SOLVER, **svm.SOLVER_OPTS)
-            status = svm._dual_status(prob.status)
+            prob.solve(solver=conic.SOLVER, **conic.SOLVER_OPTS)
+            status = conic.dual_status(prob.status)
             if status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or lam.value is None:
                 return _infeasible(f"Clarabel: {status}", "CLARABEL", norm, status=status)
             duals = np.maximum(np.asarray(lam.value), 0.0)   # λ ≥ 0 exactly
@@ -235,9 +235,9 @@ def _solve_clarabel(P: Pairs, norm: str) -> PairSolution:
         UD, UZ = P.bases()
         R = P.reduced_rows(UD, UZ)
         rD, rZ = UD.shape[1], UZ.shape[1]
-        prob, lam, lmi = svm._dual_nuc_problem(np.ascontiguousarray(R.T), P.m, rD, rZ)
-        prob.solve(solver=svm.SOLVER, **svm.SOLVER_OPTS)
-        status = svm._dual_status(prob.status)
+        prob, lam, lmi = conic.dual_nuc_problem(np.ascontiguousarray(R.T), P.m, rD, rZ)
+        prob.solve(solver=conic.SOLVER, **conic.SOLVER_OPTS)
+        status = conic.dual_status(prob.status)
         if (status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or lam.value is None
                 or lmi.dual_value is None):
             return _infeasible(f"Clarabel: {status}", "CLARABEL", norm, status=status)

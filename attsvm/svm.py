@@ -51,33 +51,21 @@ from functools import lru_cache
 
 import numpy as np
 
+from . import pairsvm
+from .conic import SOLVER, SOLVER_OPTS, cp
+from .conic import dual_nuc_problem as _dual_nuc_problem
+from .conic import dual_status as _dual_status
 from .problems import Problem, check_alpha, check_choice, check_float, optimal_tokens, token_scores
-
-
-class _Cvxpy:
-    """cvxpy, imported on first use: its import takes ≈ 1.5 s on the 2-core machine (scipy.stats
-    and a probe of every installed solver), which every first script run of a fresh
-    `streamlit run app.py` waited for before drawing anything, SVM or not."""
-
-    def __getattr__(self, name):
-        import cvxpy
-        return getattr(cvxpy, name)
-
-
-cp = _Cvxpy()   # `cp.X` as with `import cvxpy as cp` (attsvm.joint and attsvm.ntp use it too)
 
 NORMS = ("fro", "nuc")                                 # the paper's two (generalized SVM too)
 SVM_NORMS = NORMS + ("lp", "max", "spectral")          # solve_att_svm's `norm`
 MAX_P = 1e3                                            # ℓp exponents above this: use "max"
-SOLVER = "CLARABEL"
 SOLVERS = ("auto", "CLARABEL", "SCS", "pairs")
 # "auto": Clarabel where its price (`attsvm.limits.svm_work`) is at most this many work units
 # (it is exact there and keeps the reproduced numbers), `attsvm.pairsvm` above: 0.2 s for the
 # Frobenius SVM (Newton's solution is exact to ~1e-14), 2 s for the nuclear one (the ALM's
 # certified gap is ~1e-7, Clarabel's ~1e-10)
 CLARABEL_MAX_WORK = {"fro": 2e8, "nuc": 2e9}
-SOLVER_OPTS = dict(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10, tol_ktratio=1e-8,
-                   max_iter=400)
 SUPPORT_TOL = 1e-6        # a constraint with margin ≤ 1 + SUPPORT_TOL is active
 MAX_SELECTIONS = 4096     # enumeration limit of `locally_optimal_selections`
 
@@ -210,13 +198,6 @@ def _span(M: np.ndarray, rtol: float = 1e-12) -> np.ndarray:
     return U[:, : max(1, int(np.sum(sv > rtol * sv[0])))]
 
 
-def _dual_status(status: str) -> str:
-    """The primal's status from its dual's: an unbounded dual means an infeasible SVM."""
-    if status in (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):
-        return "infeasible" if status == cp.UNBOUNDED else "infeasible_inaccurate"
-    return status
-
-
 def _solve_dual_fro(rows: np.ndarray, d: int):
     G = rows @ rows.T                                      # (m, m) Gram matrix ⟨A_j, A_k⟩
     lam = cp.Variable(rows.shape[0], name="lambda")
@@ -231,16 +212,6 @@ def _solve_dual_fro(rows: np.ndarray, d: int):
 
 
 DPP_MAX_ENTRIES = 4096   # nuclear duals with at most this many constraint-matrix entries are cached
-
-
-def _dual_nuc_problem(B, m: int, rD: int, rZ: int):
-    """max 1ᵀλ s.t. λ ≥ 0, [[I, B(λ)], [B(λ)ᵀ, I]] ⪰ 0, B(λ) = Σ_j λ_j B_j, for B
-    (rD·rZ, m) holding vec(B_j) as columns: an array, or a cvxpy Parameter."""
-    lam = cp.Variable(m, name="lambda")
-    Bl = cp.reshape(B @ lam, (rD, rZ), order="C")
-    S = cp.bmat([[np.eye(rD), Bl], [Bl.T, np.eye(rZ)]])
-    lmi = 0.5 * (S + S.T) >> 0
-    return cp.Problem(cp.Maximize(cp.sum(lam)), [lam >= 0, lmi]), lam, lmi
 
 
 @lru_cache(maxsize=32)
@@ -357,6 +328,23 @@ def _solve_primal_norm(rows: np.ndarray, d: int, norm: str, p, solver: str):
     return prob.status, None, None
 
 
+def _solve_by_pairs(prob, alpha, norm, p, support_tol, pairs, infeasible) -> SvmSolution:
+    """`solve_att_svm` by the certified solvers of `attsvm.pairsvm` (norm "fro" or "nuc")."""
+    D, Z, query, idx = pairs
+    if norm not in NORMS:
+        raise ValueError(f"solver='pairs' solves norm 'fro' or 'nuc'; got {norm!r}")
+    sol = pairsvm.solve_pairs(D, Z, query, norm)
+    if not sol.feasible:
+        return infeasible(sol.status + (f" ({sol.reason})" if sol.reason else ""))
+    marg = pairsvm.Pairs(D, Z, query).margins(sol.W)
+    margins, support = margins_support_from(prob, idx, marg, alpha, support_tol=support_tol)
+    return SvmSolution(W=sol.W, feasible=True, status=sol.status, support=support,
+                       margins=margins, duals=_unflatten(prob, idx, sol.duals, np.nan),
+                       alpha=alpha, norm=norm, objective=sol.objective, p=p,
+                       solver=sol.solver, min_margin=sol.min_margin, gap=sol.gap,
+                       dual_residual=sol.dual_residual)
+
+
 def solve_att_svm(prob: Problem, alpha=None, norm: str = "fro", *,
                   support_tol: float = SUPPORT_TOL, solver: str = "auto",
                   p: float | None = None) -> SvmSolution:
@@ -376,11 +364,12 @@ def solve_att_svm(prob: Problem, alpha=None, norm: str = "fro", *,
             (~1e-5; only to reproduce the authors' published numbers, docs/theory.md §7).
         p: the exponent of norm="lp", 1 ≤ p ≤ `MAX_P` (p = 2 is "fro"); None otherwise.
 
+    It is long because this docstring documents every norm and solver it dispatches to.
+
     Infeasible data is a result (feasible=False with the solver's status), not an error.
     Frobenius and nuclear solutions carry their certificate (min_margin, gap,
     dual_residual; `attsvm.pairsvm`).
     """
-    from . import pairsvm
     from .limits import svm_work
 
     if not isinstance(prob, Problem):
@@ -411,20 +400,7 @@ def solve_att_svm(prob: Problem, alpha=None, norm: str = "fro", *,
                                           queries=prob.queries) > CLARABEL_MAX_WORK[norm]
         solver = "pairs" if fast else SOLVER
     if solver == "pairs":
-        if norm not in NORMS:
-            raise ValueError(f"solver='pairs' solves norm 'fro' or 'nuc'; got {norm!r}")
-        sol = pairsvm.solve_pairs(D, Z, query, norm)
-        solver = sol.solver
-        if not sol.feasible:
-            return infeasible(sol.status + (f" ({sol.reason})" if sol.reason else ""))
-        marg = pairsvm.Pairs(D, Z, query).margins(sol.W)
-        margins, support = margins_support_from(prob, idx, marg, alpha,
-                                                support_tol=support_tol)
-        return SvmSolution(W=sol.W, feasible=True, status=sol.status, support=support,
-                           margins=margins, duals=_unflatten(prob, idx, sol.duals, np.nan),
-                           alpha=alpha, norm=norm, objective=sol.objective, p=p,
-                           solver=solver, min_margin=sol.min_margin, gap=sol.gap,
-                           dual_residual=sol.dual_residual)
+        return _solve_by_pairs(prob, alpha, norm, p, support_tol, (D, Z, query, idx), infeasible)
     rows, idx = constraint_rows(prob, alpha)
     if norm in NORMS:
         status, W, duals = _solve_rows(rows, prob.d, norm, solver)
