@@ -287,18 +287,19 @@ def _spectrum(W: np.ndarray, k: int) -> tuple[int, float]:
     return numerical_rank(W), float(np.sum(s[:k] ** 2) / np.sum(s ** 2)) if s[0] > 0 else np.nan
 
 
-CLARABEL_MAX = 3000   # constraints up to which "auto" here uses Clarabel (see `solve`)
+WS_MAX = 3000   # constraints up to which "auto" here uses the working-set LDP (see `solve`)
 
 
 def solve(c: Constraints, norm: str = "fro", solver: str = "auto"):
     """The Att-SVM of constraints `c` (`attsvm.pairsvm.solve_pairs`). "auto" here: the exact
-    LDP where `pairsvm` picks it, Clarabel up to CLARABEL_MAX constraints (the matrix-free
-    Newton stalled on layer-0 heads, whose inputs are low rank), else `pairsvm`'s choice."""
+    LDP where `pairsvm` picks it, the LDP by constraint generation ("ws") up to WS_MAX
+    constraints (layer-0 inputs are low rank and their constraints largely redundant, where the
+    matrix-free Newton stalls), else `pairsvm`'s choice."""
     from .pairsvm import pick_solver, solve_pairs
-    if solver == "auto" and norm == "fro" and c.m <= CLARABEL_MAX:
+    if solver == "auto" and norm == "fro" and c.m <= WS_MAX:
         d, d2 = c.D.shape[1], c.Z.shape[1]
         if pick_solver(c.m, d, d2, c.Z.shape[0], norm) != "ldp":
-            solver = "CLARABEL"
+            solver = "ws"
     return solve_pairs(c.D, c.Z, c.query, norm, solver=solver)
 
 

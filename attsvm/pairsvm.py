@@ -37,7 +37,7 @@ import scipy.sparse as sp
 from scipy.optimize import nnls
 
 NORMS = ("fro", "nuc")
-SOLVERS = ("auto", "CLARABEL", "ldp", "newton", "alm")
+SOLVERS = ("auto", "CLARABEL", "ldp", "ws", "newton", "alm")
 LDP_INFEASIBLE = 1e-13   # |residual| of the LDP's last coordinate meaning "infeasible"
 RHO_GROWTH = 4.0   # ρ ← 4ρ after each outer step (ρ₀ = RHO0/max y)
 RHO0 = 5.0
@@ -585,12 +585,43 @@ def pick_solver(m: int, d: int, d2: int, q: int, norm: str) -> str:
     return "ldp" if m * p <= LDP_MAX_ENTRIES else "newton"
 
 
+def _solve_ws(P: Pairs, tol: float = 1e-10, max_rounds: int = 60) -> PairSolution:
+    """Frobenius by constraint generation (a cutting-plane / working-set loop): the exact LDP
+    on a working set S (first, per query, its longest D_j), then all m margins of its W in one
+    product; the violated ones (margin < 1 − tol), the smallest first, up to max(64, |S|/2),
+    join S; until none is violated. The answer is then optimal for all constraints, with the
+    duals zero outside S; an infeasible S makes the whole problem infeasible (its Farkas
+    vector, zero outside S). For low-rank inputs with many redundant constraints."""
+    S = np.array([int(js[np.argmax(np.einsum("ja,ja->j", P.D[js], P.D[js]))])
+                  for js in np.split(P._order, P._indptr[1:-1]) if js.size])
+    for _ in range(max_rounds):
+        sub = _solve_ldp(Pairs(P.D[S], P.Z, P.query[S]), "fro")
+        if not sub.feasible:
+            mu = None
+            if sub.farkas is not None:
+                mu = np.zeros(P.m)
+                mu[S] = sub.farkas
+            return _infeasible(sub.reason, "ws", "fro", farkas=mu)
+        marg = P.margins(sub.W)
+        viol = np.flatnonzero(marg < 1 - tol)
+        viol = viol[~np.isin(viol, S)]
+        if not viol.size:
+            lam = np.zeros(P.m)
+            lam[S] = sub.duals
+            return _solution(P, sub.W, lam, "fro", "ws")
+        S = np.union1d(S, viol[np.argsort(marg[viol])][: max(64, S.size // 2)])
+    return _infeasible("undecided: the working set did not settle", "ws", "fro",
+                       status="inaccurate")
+
+
 def _solve_fro(P: Pairs, solver: str) -> PairSolution:
     """The Frobenius SVM by `solver` ("ldp", "newton"); "auto" chains them: the LDP where
     small, else Newton on the dual, then on the LDP form (which also decides infeasible
     data), then Clarabel where affordable."""
     if solver == "ldp":
         return _solve_ldp(P, "fro")
+    if solver == "ws":
+        return _solve_ws(P)
     if solver == "auto" and pick_solver(P.m, P.d, P.d2, P.q, "fro") == "ldp":
         return _solve_ldp(P, "fro")
     for ldp in (False, True):
@@ -643,14 +674,15 @@ def solve_pairs(D, Z, query, norm: str = "fro", *, solver: str = "auto") -> Pair
         query: (m,) int, the row of Z of constraint j's query.
         norm: "fro" or "nuc".
         solver: "auto" (by size, `pick_solver`), "CLARABEL" (the reference), "ldp"
-            (Frobenius, exact, small sizes), "newton" (Frobenius) or "alm" (nuclear).
+            (Frobenius, exact, small sizes), "ws" (Frobenius, the LDP by constraint
+            generation: low-rank inputs), "newton" (Frobenius) or "alm" (nuclear).
     Returns a `PairSolution`; infeasible data is a result (feasible=False, with `reason`).
     """
     if norm not in NORMS:
         raise ValueError(f"`norm` must be one of {list(NORMS)}; got {norm!r}")
     if solver not in SOLVERS:
         raise ValueError(f"`solver` must be one of {list(SOLVERS)}; got {solver!r}")
-    if (solver in ("ldp", "newton") and norm != "fro") or (solver == "alm" and norm != "nuc"):
+    if (solver in ("ldp", "ws", "newton") and norm != "fro") or (solver == "alm" and norm != "nuc"):
         raise ValueError(f"solver={solver!r} does not solve norm={norm!r}")
     D, Z, query = _check(D, Z, query)
     P = Pairs(D, Z, query)

@@ -60,6 +60,21 @@ def bench_one(n, T, d, queries, norm, *, repeats=1, clarabel_seconds=120.0):
     return row
 
 
+def low_rank_pairs(T: int = 135, d: int = 384, rank: int = 103, seed: int = 0):
+    """Constraints shaped like a layer-0 transformer head (docs/svm-solvers.md, Limits): T
+    tokens of rank `rank` in R^d, queries [x_t; 1], each query selecting its previous token.
+    Returns (D, Z, query)."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((T, rank)) @ rng.standard_normal((rank, d)) / np.sqrt(rank)
+    Z = np.concatenate([X, np.ones((T, 1))], axis=1)
+    Ds, qs = [], []
+    for t in range(1, T):
+        s = np.delete(np.arange(T), t - 1)
+        Ds.append(X[t - 1] - X[s])
+        qs.append(np.full(s.size, t))
+    return np.concatenate(Ds), Z, np.concatenate(qs)
+
+
 def _fmt(x, spec):
     return "—" if x is None else format(x, spec)
 

@@ -77,7 +77,7 @@ def check_certificate(sol, D, Z, query, *, gap_tol, res_tol=1e-6):
 SHAPES = [(12, 3, 4, 3), (30, 5, 5, 6), (40, 6, 3, 4), (80, 8, 10, 8), (25, 2, 2, 6)]
 
 
-@pytest.mark.parametrize("solver", ["auto", "CLARABEL", "ldp", "newton"])
+@pytest.mark.parametrize("solver", ["auto", "CLARABEL", "ldp", "ws", "newton"])
 @pytest.mark.parametrize("shape", SHAPES)
 def test_frobenius_agrees_with_the_primal(shape, solver):
     D, Z, query = planted(*shape, seed=sum(shape))
@@ -195,3 +195,24 @@ def test_small_d_and_infeasible_data_go_to_the_exact_method():
         assert sol.feasible == lp_feasible(D, Z, query)
         if sol.feasible:
             check_certificate(sol, D, Z, query, gap_tol=1e-10)
+
+
+def low_rank(T, d, rank, seed):
+    """Layer-0-shaped constraints: T tokens of rank `rank` in R^d, queries [x; 1], each query
+    selecting its previous token, every constraint twice (duplicates)."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((T, rank)) @ rng.standard_normal((rank, d))
+    Z = np.concatenate([X, np.ones((T, 1))], axis=1)
+    D = np.concatenate([X[t - 1] - np.delete(X, t - 1, axis=0) for t in range(1, T)])
+    query = np.repeat(np.arange(1, T), T - 1)
+    return np.concatenate([D, D]), Z, np.concatenate([query, query])
+
+
+@pytest.mark.parametrize("solver", ["ws", "newton"])
+def test_low_rank_inputs_with_duplicates_agree_with_the_primal(solver):
+    D, Z, query = low_rank(12, 16, 10, seed=3)
+    sol = pairsvm.solve_pairs(D, Z, query, "fro", solver=solver)
+    val, W = primal_reference(D, Z, query, "fro")
+    assert sol.feasible and val is not None
+    assert np.linalg.norm(sol.W - W) <= 1e-6 * np.linalg.norm(W)
+    check_certificate(sol, D, Z, query, gap_tol=1e-10)
