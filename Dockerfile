@@ -51,7 +51,7 @@ USER attsvm
 # The store, baked: every experiment at its default settings, on every core of the build
 # machine (local mode: the server's own work, no visitor's budget). Its compiled programs are
 # not kept (ATTSVM_XLA_CACHE=off): they are for the build machine's CPU; the server keeps
-# its own in the container's user cache (attsvm.model.use_compile_cache).
+# its own in the container's user cache (attsvm.runtime.use_compile_cache).
 RUN ATTSVM_MODE=local ATTSVM_XLA_CACHE=off python -m attsvm fill all followups
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s \

@@ -247,10 +247,11 @@ def stop_helper_processes() -> None:
 
 def _helper_init() -> None:
     """A helper process: one BLAS thread, as `experiments.run` gives its caller; attsvm
-    imported (the spawned process starts bare)."""
+    imported (the spawned process starts bare) and tuned as its caller, on one core."""
     from threadpoolctl import threadpool_limits
 
-    from .. import fastsvm, svm  # noqa: F401
+    from .. import fastsvm, runtime, svm  # noqa: F401
+    runtime.configure(cores=1, compile_cache=False)
     threadpool_limits(limits=1, user_api="blas")
 
 
