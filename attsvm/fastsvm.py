@@ -40,7 +40,6 @@ CERTIFIED_GAP = 1e-5  # accept a barrier solution only with this certified relat
 # 10 rather than 1 starts nearer the analytic center: on svm-rank (μ = 30) the same ranks, 34
 # problems left to Clarabel instead of 352, 1 % fewer Newton steps (docs/performance.md)
 START_GAP = 10.0
-RANK_ONE = True  # the barrier's Hessian from rank-one constraints (`_hessian_rank_one`)
 LDP_INFEASIBLE = 1e-13  # |r[-1]| below which the LDP residual means "infeasible" (‖W‖ ≳ 3e6)
 
 
@@ -234,7 +233,7 @@ def nuclear_barrier(
     t_all = float(m + b) / (START_GAP * lam_all.sum(-1))
     Gt_all = np.ascontiguousarray(np.swapaxes(G, 2, 3)).reshape(P, m * b, a)
     GfT_all = np.ascontiguousarray(np.swapaxes(G.reshape(P, m, a * b), 1, 2))
-    fac_all = _rank_one(G) if RANK_ONE else None
+    fac_all = _rank_one(G)  # None unless every constraint is rank one
     idx = np.arange(P)  # problems still in the batch
     stage = np.zeros(P, int)
     lam_c = lam_all.copy()  # the last central point

@@ -340,20 +340,16 @@ def _padded(probs, inits, init_v, *, train_v: bool, param: str, m: int):
     return stacked, params0
 
 
-SPAN = "auto"       # "auto" (`limits.span_pays`), "always" (where it applies) or "never"
-
-
 def _span_form(cfg: dict, stacked: dict, params0, *, train_v: bool):
     """The batch in the span form (`batching.span_basis`) when it applies (the W
     parameterization, a rule of `SPAN_RULES`) and pays: (stacked with R and a0, params0 with
     W replaced by its coordinates e = 0, (V, W0) to map records back), else unchanged and
     None. The same GD in exact arithmetic; tests/test_span.py holds it to the plain form."""
     W0 = params0[0] if train_v else params0
-    if cfg["param"] != "W" or cfg["optimizer"] not in SPAN_RULES or SPAN == "never":
+    if cfg["param"] != "W" or cfg["optimizer"] not in SPAN_RULES:
         return stacked, params0, None
     B, n, K, T = stacked["mask"].shape
-    if SPAN == "auto" and not span_pays(n, K, T, W0.shape[-1], cfg["record_every"],
-                                        cfg["steps"], B):
+    if not span_pays(n, K, T, W0.shape[-1], cfg["record_every"], cfg["steps"], B):
         return stacked, params0, None
     R, a0, V = span_basis(stacked, W0)
     e0 = np.zeros((B, V.shape[1]))

@@ -67,8 +67,9 @@ def test_the_barriers_rank_one_hessian_is_the_dense_one(monkeypatch):
     np.testing.assert_allclose(s_one, s_dense, rtol=0, atol=1e-12 * np.abs(s_dense).max())
     probs, alphas = zip(*_instances(), strict=True)
     out = {}
-    for flag in (False, True):
-        monkeypatch.setattr(fastsvm, "RANK_ONE", flag)
+    rank_one = fastsvm._rank_one
+    for flag in (False, True):      # False: the dense Hessian, as for general constraints
+        monkeypatch.setattr(fastsvm, "_rank_one", rank_one if flag else lambda G: None)
         out[flag] = fastsvm.solve_many(list(probs), list(alphas), "nuc")
     np.testing.assert_array_equal(out[True]["feasible"], out[False]["feasible"])
     np.testing.assert_allclose(out[True]["objective"], out[False]["objective"], rtol=1e-6)
