@@ -14,6 +14,7 @@ from .limits import bucket
 from .model import Data, jax
 from .problems import Problem
 
+
 def pad_data(prob: Problem, sizes) -> dict:
     """The arrays of `Data` for `prob`, zero-padded to sizes (nb, Tb, db)."""
     return {k: np.asarray(a[0]) for k, a in pad_batch([prob], sizes).items()}

@@ -108,9 +108,9 @@ def _phi(t, parts):
 def _rank_one(G: np.ndarray):
     """Factors of G_j = u_j w_jᵀ (to rounding: 1e-13 of ‖G_j‖) for `_hessian_rank_one`, or
     None: (u (P, m, a), w (P, m, b), wᵀ (P, b, m), u uᵀ (P, m, m)), contiguous (numpy's
-    stacked matmul is slow on strided views). An Att-SVM constraint matrix is (x_iα − x_it) z_iᵀ, rank one,
-    and so is its reduction Uᵀ A_j B (`_reduce`): w_j is G_j's row of largest norm, u_j its
-    coefficients."""
+    stacked matmul is slow on strided views). An Att-SVM constraint matrix is
+    (x_iα − x_it) z_iᵀ, rank one, and so is its reduction Uᵀ A_j B (`_reduce`): w_j is G_j's
+    row of largest norm, u_j its coefficients."""
     r = np.argmax(np.einsum("pjab,pjab->pja", G, G), axis=-1)               # (P, m)
     w = np.take_along_axis(G, r[..., None, None], axis=2)[:, :, 0]           # (P, m, b)
     ww = np.einsum("pjb,pjb->pj", w, w)

@@ -41,6 +41,7 @@ def logits(W, data: Data):
     if data.R is None:
         a = jnp.einsum("ntd,de,nke->nkt", data.X, W, data.Q)
     else:
+        assert data.a0 is not None      # set together with R (`batching.span_basis`)
         a = data.a0 + (W @ data.R).reshape(data.a0.shape)
     return jnp.where(data.mask, a, -jnp.inf)
 

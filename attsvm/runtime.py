@@ -69,7 +69,7 @@ def configure(*, cores: int | None = None, fast_compile: bool = True,
 
 def _cores_chosen() -> bool:
     return ("xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", "")
-            or jax.config.jax_num_cpu_devices >= 1 or "PYTEST_XDIST_WORKER" in os.environ)
+            or jax.config.values["jax_num_cpu_devices"] >= 1 or "PYTEST_XDIST_WORKER" in os.environ)
 
 
 def use_cpu_cores(n: int | None = None) -> bool:
@@ -157,7 +157,7 @@ def use_fast_compile() -> bool:
     if ("xla_cpu_use_fusion_emitters" in flags
             or not jaxlib.__version__.startswith(FAST_COMPILE_JAXLIB)):
         return False
-    from jax._src import xla_bridge     # private: imported only for the jaxlib measured on
+    from jax._src import xla_bridge  # private: imported only for the jaxlib measured on
     if xla_bridge.backends_are_initialized():
         return False
     os.environ["XLA_FLAGS"] = f"{flags} {FAST_COMPILE_FLAG}".strip()

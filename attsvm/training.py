@@ -19,8 +19,8 @@ import numpy as np
 
 from . import limits, model
 from .batching import cpu_split, padded_batch, place, repeat_last, span_basis
-from .limits import SPAN_RULES, span_pays
 from .engine import compile_count, simulate, simulate_split
+from .limits import SPAN_RULES, span_pays
 from .model import jax, jnp
 from .optimizers import DEFAULT_CENTRED, DEFAULT_EPS, KQ_OPTIMIZERS, MAX_P, MIN_P, OPTIMIZERS, Hyper
 from .problems import Problem, check_choice, check_float, check_int, check_record_every

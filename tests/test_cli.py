@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
-
-import os
 
 import pandas as pd
 import pytest

@@ -1,6 +1,7 @@
 """Both CPU cores: importing attsvm changes nothing in the process; `runtime.configure`
-exposes one CPU device per core unless the user chose (sweeps then deal their chunks to the cores; tests/test_experiments.py checks that the
-numbers do not depend on the device count), and a plain batch is placed on one; a batch of
+exposes one CPU device per core unless the user chose (sweeps then deal their chunks to the
+cores; tests/test_experiments.py checks that the numbers do not depend on the device
+count), and a plain batch is placed on one; a batch of
 `batching.SPLIT_MIN` runs per device or more is split over them (`engine.simulate_split`)
 and gives every run's numbers to rounding."""
 from __future__ import annotations

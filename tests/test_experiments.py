@@ -104,7 +104,7 @@ def test_the_barriers_line_search_matches_a_plain_loop_and_keeps_its_point():
         neg = step[k] < 0
         s = min(1.0, 0.99 * (np.min(-lam[k][neg] / step[k][neg]) if neg.any() else np.inf))
         f0, want = phi(k, lam[k]), lam[k]
-        for h in range(40):
+        for h in range(40):  # noqa: B007  (h, read after the loop, counts the halvings)
             x = lam[k] + s * step[k]
             if phi(k, x) <= f0 + 0.01 * s * slope[k] + 1e-12 * (abs(f0) + 1.0):
                 want = x

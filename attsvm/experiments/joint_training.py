@@ -22,13 +22,19 @@ import numpy as np
 import pandas as pd
 
 from .. import optimizers as O
-from ..joint import (balanced_att_svm, cosine, first_query_path, joint_problem,
-                     solve_joint_svm)
+from ..joint import balanced_att_svm, cosine, first_query_path, joint_problem, solve_joint_svm
 from ..metrics import correlation
 from ..problems import random_problem
 from ..training import train, train_batch
-from .core import (Progress, Result, check_float_grid, check_settings, fmt, no_progress,
-                   settings_dict)
+from .core import (
+    Progress,
+    Result,
+    check_float_grid,
+    check_settings,
+    fmt,
+    no_progress,
+    settings_dict,
+)
 
 NAME = "joint-training"
 TITLE = ("Train the head too: v reaches its SVM; W the relaxed Att-SVM on the presets, "

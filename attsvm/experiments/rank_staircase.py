@@ -16,8 +16,15 @@ import pandas as pd
 
 from .. import staircase as sc
 from ..problems import check_choice, check_int, random_problem
-from .core import (Progress, Result, check_float_grid, check_settings, fmt, no_progress,
-                   settings_dict)
+from .core import (
+    Progress,
+    Result,
+    check_float_grid,
+    check_settings,
+    fmt,
+    no_progress,
+    settings_dict,
+)
 
 NAME = "rank-staircase"
 TITLE = "Rank from small init: ΔW = KQᵀ − K₀Q₀ᵀ gains rank one step at a time"

@@ -16,8 +16,15 @@ import pandas as pd
 
 from .. import staircase as sc
 from ..problems import check_float, check_int, random_problem
-from .core import (Progress, Result, check_float_grid, check_settings, fmt, no_progress,
-                   settings_dict)
+from .core import (
+    Progress,
+    Result,
+    check_float_grid,
+    check_settings,
+    fmt,
+    no_progress,
+    settings_dict,
+)
 
 NAME = "weight-decay"
 TITLE = "Weight decay = nuclear norm: (‖K‖² + ‖Q‖²)/2 → ‖KQᵀ‖_* at rate 2ηλ"
