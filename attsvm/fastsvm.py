@@ -238,12 +238,11 @@ def nuclear_barrier(
     stage = np.zeros(P, int)
     lam_c = lam_all.copy()  # the last central point
     # the batch's constraint arrays, selected again only when problems leave it (copying
-    # them every iteration took a quarter of the method's time)
+    # them every iteration takes a quarter of the method's time)
     Gi, Gt, GfT, fac = np.ascontiguousarray(G), Gt_all, GfT_all, fac_all
     buf = _Buffers()
     # N, S and φ's parts at the batch's current λ (`_point`), kept from the line search that
-    # accepted λ: recomputing them cost svm-rank about 3 % (docs/performance.md, fifteenth
-    # session)
+    # accepted λ: recomputing them costs svm-rank about 3 % (docs/performance.md)
     cur = _point(Gi, lam_all[idx])
     for _ in range(max_newton):
         lam, t = lam_all[idx], t_all[idx]

@@ -141,7 +141,7 @@ def use_compile_cache(path: str | None = None) -> str | None:
 # compile in about half the time and run as fast; the GD benchmark's records come out bit for
 # bit the same, other programs' the same to rounding (tests/test_cores.py;
 # docs/performance.md). An unknown flag in XLA_FLAGS aborts the process, so it is set only
-# for the jaxlib releases it was measured on.
+# for the jaxlib releases it is known to.
 FAST_COMPILE_FLAG = "--xla_cpu_use_fusion_emitters=false"
 FAST_COMPILE_JAXLIB = ("0.10.",)
 

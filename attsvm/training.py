@@ -397,10 +397,10 @@ def _simulate_parts(cfg: dict, stacked: dict, params0, devices, *, head: str, tr
     (`engine.simulate_split`), each device running an equal block of runs (the last run
     repeated to fill the last block). One thread per block then copies its records into one
     history, so the cores share the copy too (240 MB for the benchmark's workload; copied by
-    one thread it cost 0.1–0.3 s more here, most of it page faults). The history is
+    one thread it costs 0.1–0.3 s more, most of it page faults). The history is
     allocated before the program is called and, when the call traces a new program, its
     pages are touched by one of those threads meanwhile, so that the faults overlap the
-    compilation (docs/performance.md, fifteenth session). Returns numpy records
+    compilation (docs/performance.md). Returns numpy records
     (record-major), final params and bad_at, as `_simulate`'s arrays."""
     B = len(stacked["X"])
     stacked, params0 = repeat_last(stacked, params0, -(-B // len(devices)) * len(devices))

@@ -1,4 +1,4 @@
-"""Issue 11's experiments (lp-mirror-descent, adaptive-steps) at a tiny size, their prices,
+"""The optimizer experiments (lp-mirror-descent, adaptive-steps) at a tiny size, their prices,
 and the CLI."""
 from __future__ import annotations
 

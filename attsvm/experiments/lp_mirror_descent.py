@@ -51,7 +51,7 @@ NOTES = (
     "p = 1.25 converges slowest: the primal W = ∇ψ⁻¹(U) raises the dual's relative error to "
     "the power 1/(p−1) = 4. On seed 1 corr 0.932 / 0.973 / 0.981 / 0.990 / 0.993 at ‖W‖_F ≈ "
     "3e2 / 2.6e3 / 5.7e3 / 2.4e4 / 5.3e4. Past ‖W‖_F ≈ 2.6e3 every non-selected softmax weight "
-    "underflows (logit gaps > 745) and the plain exact gradient is 0: the run used to stop "
+    "underflows (logit gaps > 745) and the plain exact gradient is 0: a run on it stops "
     "there at 0.973 (median 0.974 over the 12 instances at ‖W‖_F = 300). The normalized step "
     "only uses the gradient's direction, so the engine computes it divided by the largest "
     "non-selected weight (model.centred_outputs) and MD keeps converging; its ‖∇L‖ record is 0.",
