@@ -19,7 +19,6 @@ from .svm import (solve_att_svm, is_locally_optimal, SvmSolution, locally_optima
 from .metrics import correlation, token_margins, numerical_rank, norm_growth
 from .joint import solve_joint_svm, JointSvm
 from . import text  # real word vectors (GloVe, loaded on first use)
-from . import runtime  # process tuning, only when called: runtime.configure()
 
 __version__ = "0.1.0"
 
@@ -29,5 +28,5 @@ __all__ = [
     "solve_att_svm", "is_locally_optimal", "SvmSolution", "locally_optimal_selections",
     "classify_selection", "solve_generalized_svm", "GeneralizedSvm",
     "correlation", "token_margins", "numerical_rank", "norm_growth", "solve_joint_svm",
-    "JointSvm", "text", "runtime", "__version__",
+    "JointSvm", "text", "__version__",
 ]

@@ -97,32 +97,19 @@ def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, pa
     """
     TRACES.tick()               # a Python side effect: runs at trace time only
 
-    def objective(data):
-        # the scale-free rules (a step that only uses the gradient's direction) take the
-        # gradient divided by the largest non-selected softmax weight: it stays representable
-        # after the weights underflow (ngd/nmd only when exact, ε = 0; model.centred_outputs)
-        scaled = False
-        if centred and param == "W" and rule in SCALE_FREE and not train_v:
-            scaled = hyper.eps == 0 if rule in ("ngd", "nmd") else True
-        obj = partial(model.objective_and_records, data=data, ridge=ridge, param=param,
-                      head_kind=head, loss_kind=loss, centred=centred, scaled=scaled)
-        return partial(model.joint_objective, objective=obj, data=data) if train_v else obj
-
-    def vg_of(data):
-        if value_and_grad is not None:
-            return value_and_grad(data, head, loss)
-        return jax.value_and_grad(objective(data), has_aux=True)
+    model_of = partial(_model, hyper=hyper, ridge=ridge, rule=rule, param=param, head=head,
+                       loss=loss, centred=centred, train_v=train_v,
+                       value_and_grad=value_and_grad)
 
     def run_step(params, state, prev, prev_rec, bad_at, data, k):
-        step = _make_step(vg_of(data), data, hyper, rule=rule, head=head, loss=loss,
+        step = _make_step(model_of(data)[1], data, hyper, rule=rule, head=head, loss=loss,
                           train_v=train_v)
         return step(params, state, prev, prev_rec, bad_at, k)
 
     def record_of(params, data):
         # a step's record from the objective alone (no gradient: tracing the whole step for
         # the shapes costs a cold call 0.17 s of its 1.2); ‖∇L‖ has exp(logscale)'s type
-        aux = (objective(data)(params) if value_and_grad is None
-               else vg_of(data)(params)[0])[1]
+        aux = model_of(data)[0](params)[1]
         return _record(aux, jnp.exp(aux[3]), params, train_v=train_v)
 
     vstep = jax.vmap(run_step, in_axes=(0, 0, 0, 0, 0, 0, None))
@@ -172,6 +159,26 @@ def simulate_split(params0, data: Data, hyper: Hyper, ridge, record_every, *, me
     return jax.shard_map(body, mesh=mesh, in_specs=(runs, runs, rep, rep, rep),
                          out_specs=(jax.sharding.PartitionSpec(None, "runs"), runs, runs),
                          check_vma=False)(params0, data, hyper, ridge, record_every)
+
+
+def _model(data, *, hyper, ridge, rule, param, head, loss, centred, train_v, value_and_grad):
+    """One run's (objective, value_and_grad of it), each params → (objective, (L, s, W,
+    logscale)): the attention model's (`model.objective_and_records`, differentiated by JAX)
+    or the caller's `value_and_grad` (`simulate`)."""
+    if value_and_grad is not None:
+        vg = value_and_grad(data, head, loss)
+        return (lambda params: vg(params)[0]), vg
+    # the scale-free rules (a step that only uses the gradient's direction) take the
+    # gradient divided by the largest non-selected softmax weight: it stays representable
+    # after the weights underflow (ngd/nmd only when exact, ε = 0; model.centred_outputs)
+    scaled = False
+    if centred and param == "W" and rule in SCALE_FREE and not train_v:
+        scaled = hyper.eps == 0 if rule in ("ngd", "nmd") else True
+    obj = partial(model.objective_and_records, data=data, ridge=ridge, param=param,
+                  head_kind=head, loss_kind=loss, centred=centred, scaled=scaled)
+    if train_v:
+        obj = partial(model.joint_objective, objective=obj, data=data)
+    return obj, jax.value_and_grad(obj, has_aux=True)
 
 
 def _rule(rule):

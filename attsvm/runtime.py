@@ -4,7 +4,6 @@ Importing attsvm enables float64 and nothing else. A program that wants the tune
 (the command line, the app, the tests, a benchmark, a notebook) calls `configure()` once,
 before its first JAX computation:
 
-    import attsvm
     from attsvm import runtime
     runtime.configure()           # every core, fast compiles, the compile cache, malloc kept
 
@@ -64,7 +63,14 @@ def configure(*, cores: int | None = None, fast_compile: bool = True,
     kept = keep_freed_memory() if allocator == "kept" else False
     cache = use_compile_cache() if compile_cache else None
     from .experiments.core import use_helper_processes
-    return Configured(added, exposed, kept, cache, use_helper_processes(helpers))
+    n_helpers = use_helper_processes(helpers, setup=configure_helper)
+    return Configured(added, exposed, kept, cache, n_helpers)
+
+
+def configure_helper() -> None:
+    """A helper process's tuning (`experiments.core.ordered_map`'s workers): as its caller,
+    on one core, no helpers of its own."""
+    configure(cores=1, compile_cache=False)
 
 
 def _cores_chosen() -> bool:

@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 COUNT = """
-import json, os, sys, jax, attsvm
+import json, os, sys, jax, attsvm, attsvm.runtime
 from attsvm.batching import place, padded_batch
 if sys.argv[1:] == ["pure"]:
     print(json.dumps(dict(flags=os.environ.get("XLA_FLAGS"), devices=len(jax.devices()),
@@ -120,7 +120,7 @@ def test_a_split_record_without_a_shard_per_device_is_copied_whole():
 
 
 EMITTERS = """
-import json, os, numpy as np, attsvm
+import json, os, numpy as np, attsvm, attsvm.runtime
 attsvm.runtime.configure(compile_cache=False)
 probs = [attsvm.random_problem(6, 8, 10, seed=s) for s in range(4)]
 a = attsvm.train_batch(probs, steps=300)
@@ -149,7 +149,7 @@ def test_configure_picks_the_faster_compiling_emitters_and_keeps_a_users_choice(
 
 
 HEAP = """
-import json, sys, attsvm, numpy as np
+import json, sys, attsvm, attsvm.runtime, numpy as np
 if sys.argv[1:] != ["pure"]:
     attsvm.runtime.configure(compile_cache=False)
 a = np.empty(100 * 2**20 // 8)                  # 100 MB
