@@ -10,8 +10,8 @@ ARG JAX_GPU=0
 # MALLOC_ARENA_MAX=2: fewer glibc malloc arenas (Streamlit runs each session in a thread).
 # GLIBC_TUNABLES=glibc.malloc.hugetlb=1: malloc asks for transparent huge pages, so XLA's
 # record buffers take far fewer page faults: warm calls of the benchmark's workload up to
-# 1.9x faster here, a first call about the same or slower, the same peak memory (docs/performance.md, "The ninth
-# session"); a server makes few first calls.
+# 1.9x faster on a Zen 3 host, a first call about the same or slower, the same peak memory
+# (docs/performance.md); a server makes few first calls.
 # ATTSVM_RESULTS: the results store the Reproduce page shows, computed below at build time
 # (the paper's and the follow-ups' experiments), so a fresh container serves every card from
 # its first second; the server computes in the background (one core, lowest priority) only
@@ -51,7 +51,7 @@ USER attsvm
 # The store, baked: every experiment at its default settings, on every core of the build
 # machine (local mode: the server's own work, no visitor's budget). Its compiled programs are
 # not kept (ATTSVM_XLA_CACHE=off): they are for the build machine's CPU; the server keeps
-# its own in the container's user cache (attsvm.model.use_compile_cache).
+# its own in the container's user cache (attsvm.runtime.use_compile_cache).
 RUN ATTSVM_MODE=local ATTSVM_XLA_CACHE=off python -m attsvm fill all followups
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s \

@@ -9,7 +9,8 @@ from pathlib import Path
 
 # A shared server: JAX must not reserve most of a GPU at start (set before jax is imported).
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-# A long-running server keeps glibc's default allocator (`attsvm.model.keep_freed_memory`).
+# A long-running server keeps glibc's default allocator (`attsvm.runtime.keep_freed_memory`),
+# and so does the results store's filler it starts (`attsvm.runtime.configure` reads this).
 os.environ.setdefault("ATTSVM_MALLOC", "system")
 
 import streamlit as st  # noqa: E402
@@ -45,10 +46,11 @@ pages = list(by_file.values())
 # The sidebar draws the page links itself so that they carry the settings in the URL.
 page = st.navigation(pages, position="hidden")
 
-from attsvm.model import use_compile_cache  # noqa: E402  (imports JAX)
-from ui import hosted, results, sidebar, tour  # noqa: E402
+from attsvm import runtime  # noqa: E402  (imports JAX)
 
-use_compile_cache()                        # compiled programs outlive the server process
+runtime.configure()                        # every core; programs outlive the server process
+
+from ui import hosted, results, sidebar, tour  # noqa: E402
 
 hosted.load_secrets_mode()
 results.start_filler()                     # the Reproduce page's results (attsvm.store)

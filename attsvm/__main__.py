@@ -171,18 +171,13 @@ def audit(args) -> int:
 
 
 def use_cpu_cores(n: int | None, *, helpers: bool = True) -> None:
-    """Expose `n` CPU devices to JAX (default: one per core; `model.use_cpu_cores`, which
-    importing attsvm already did unless the user chose), start n − 1 helper processes
-    beside this one for Python-bound work when `helpers` (`experiments.core.
-    use_helper_processes`), and keep compiled programs on disk for the next command
-    (`model.use_compile_cache`)."""
-    from .experiments.core import use_helper_processes
-    from .model import use_compile_cache
-    from .model import use_cpu_cores as expose
+    """Tune this process for a command (`runtime.configure`): `n` CPU devices for JAX
+    (default: one per core), n − 1 helper processes beside this one for Python-bound work
+    when `helpers`, and compiled programs kept on disk for the next command."""
+    from . import runtime
 
-    expose(n)
-    use_helper_processes(0 if not helpers else None if n is None else n - 1)
-    use_compile_cache()
+    runtime.configure(cores=n or (os.cpu_count() or 1),
+                      helpers=0 if not helpers else None if n is None else n - 1)
 
 
 def _helped(args) -> bool:

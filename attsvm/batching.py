@@ -14,6 +14,7 @@ from .limits import bucket
 from .model import Data, jax
 from .problems import Problem
 
+
 def pad_data(prob: Problem, sizes) -> dict:
     """The arrays of `Data` for `prob`, zero-padded to sizes (nb, Tb, db)."""
     return {k: np.asarray(a[0]) for k, a in pad_batch([prob], sizes).items()}
@@ -101,7 +102,7 @@ def cpu_split(B: int, devices=None):
     """The CPU devices `train_batch` splits B runs over (one block each, one program:
     `engine.simulate_split`), or None: one program on one device. Only when `devices` is
     None (sweeps pass one device per chunk), the backend is the CPU with several devices
-    (`model.use_cpu_cores`) and every block gets at least `SPLIT_MIN` runs. Measured on the
+    (`runtime.use_cpu_cores`) and every block gets at least `SPLIT_MIN` runs. Measured on the
     2-core machine (docs/performance.md): the W workload 0.46 → 0.30 s warm. The last bits
     of a run then depend on the block size, as they depend on the batch size (XLA picks
     its kernels by size)."""
@@ -124,7 +125,7 @@ def repeat_last(stacked: dict, params0, Bp: int):
 def place(stacked: dict, params0, devices=None):
     """Spread the runs over `devices` (default: every accelerator JAX sees, a GPU or several;
     on CPU the first device: a program sharded over the CPU devices, one per core
-    (`model.use_cpu_cores`), did every run's work on each here, twice the CPU time; a CPU
+    (`runtime.use_cpu_cores`), did every run's work on each here, twice the CPU time; a CPU
     batch is split by `cpu_split` instead): repeat the last run up to a multiple of the
     device count, then shard the run axis."""
     if devices is None:

@@ -42,9 +42,6 @@ CONNECT_TIMEOUT_S = 30
 # in flight per worker thread: one computing and one waiting, so that a worker never idles
 # between tasks while the driver handles a result
 PER_THREAD = 2
-# glibc's own thresholds (malloc.h: M_MMAP_THRESHOLD and M_TRIM_THRESHOLD start at 128 KiB):
-# a worker returns freed memory to the system, as Dask's memory monitor expects
-GLIBC_THRESHOLD = 128 * 1024
 
 
 class ClusterError(RuntimeError):
@@ -358,16 +355,16 @@ def setup_worker(cache_dir: str | None = None) -> None:
 
     from threadpoolctl import threadpool_limits
 
-    from .model import _cpu_fingerprint, keep_freed_memory, use_compile_cache, use_cpu_cores
+    from . import runtime
 
-    os.environ["ATTSVM_MALLOC"] = "system"
-    keep_freed_memory(GLIBC_THRESHOLD)
-    use_cpu_cores(1)
-    threadpool_limits(limits=1, user_api="blas")
     if cache_dir is None and not os.environ.get("ATTSVM_XLA_CACHE", "").strip():
         cache_dir = os.path.join(tempfile.gettempdir(), f"attsvm-xla-{os.getuid()}",
-                                 _cpu_fingerprint())
-    use_compile_cache(cache_dir)
+                                 runtime._cpu_fingerprint())
+    if cache_dir is not None:
+        os.environ["ATTSVM_XLA_CACHE"] = cache_dir
+    os.environ["ATTSVM_MALLOC"] = "system"
+    runtime.configure(cores=1, allocator="system", helpers=0)
+    threadpool_limits(limits=1, user_api="blas")
     _PRELOADED = True
 
 

@@ -66,16 +66,24 @@ def compile_count() -> int:
 
 
 # -- the compiled engine ------------------------------------------------------------------
-_STATIC = ("rule", "param", "head", "loss", "centred", "n_records", "train_v")
+_STATIC = ("rule", "param", "head", "loss", "centred", "n_records", "train_v",
+           "value_and_grad")
 
 
 @partial(jax.jit, static_argnames=_STATIC)
 def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, param, head,
-             loss, centred, n_records, train_v=False):
+             loss, centred, n_records, train_v=False, value_and_grad=None):
     """Batched GD. params0 and data carry a leading run axis; returns per-run records.
 
-    rule: a name of `optimizers.OPTIMIZERS` (static: one program per rule; a switch between
-    rules inside the step loop cost the default rule 10–30 % here); hyper: its traced
+    value_and_grad: None for the attention model's objective (`model.objective_and_records`,
+    differentiated by JAX); else another model's, a module-level function (static: one
+    program each) `value_and_grad(data, head, loss)` → (params → ((objective, (L, s, W,
+    logscale)), ∇)) on one run's `data` (any NamedTuple of arrays): the next-token model
+    (`attsvm.ntp.gd`) runs this way, the same loop, rules and records.
+
+    rule: a name of `optimizers.OPTIMIZERS`, or a module-level `optimizers.Optimizer` of
+    another model's (static: one program per rule; a switch between rules inside the step
+    loop costs the default rule 10–30 %); hyper: its traced
     hyperparameters (lr, p, ε, the Polyak caps). `record_every` (and so `steps`) is traced,
     like `lr` and `ridge`, so a new step count with the same number of records reuses the
     program. The step and its overflow rollback are `_make_step`.
@@ -84,43 +92,33 @@ def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, pa
     place: step k writes its record to slot ⌈k / r⌉ (r = `record_every`), so slot j ends up
     with the record of step j·r, the last to write it, and the extra last step (n·r + 1 steps
     in all) records the final state. The step appears once in the program (as XLA's compile
-    time asks), and the loop carries no record: the earlier scan over records around a loop
-    of r steps carried each step's record and the previous one and selected at the chunk's
-    first step, 13 copies in XLA's loop body for the benchmark's W workload (5 of W's size,
-    2 of the softmax's) against 5 here (3 of W's size); the same bits (docs/performance.md).
+    time asks), and the loop carries no record: a scan over records around a loop of r steps
+    would carry each step's record and the previous one and select at the chunk's first
+    step, 13 copies in XLA's loop body for the benchmark's W workload (5 of W's size, 2 of
+    the softmax's) against 5 here (3 of W's size), with the same bits (docs/performance.md).
 
     Long because the objective, the step, the records' buffers and the loop are one program,
     and its closures read the traced settings.
     """
     TRACES.tick()               # a Python side effect: runs at trace time only
 
-    def objective(data):
-        if head == "stack":     # L layers × H heads (`hierarchy`): params one leaf per head
-            return partial(hierarchy.objective_and_records, data=data, ridge=ridge,
-                           param=param, loss_kind=loss, centred=centred)
-        # the scale-free rules (a step that only uses the gradient's direction) take the
-        # gradient divided by the largest non-selected softmax weight: it stays representable
-        # after the weights underflow (ngd/nmd only when exact, ε = 0; model.centred_outputs)
-        scaled = False
-        if centred and param == "W" and rule in SCALE_FREE and not train_v:
-            scaled = hyper.eps == 0 if rule in ("ngd", "nmd") else True
-        obj = partial(model.objective_and_records, data=data, ridge=ridge, param=param,
-                      head_kind=head, loss_kind=loss, centred=centred, scaled=scaled)
-        return partial(model.joint_objective, objective=obj, data=data) if train_v else obj
+    model_of = partial(_model, hyper=hyper, ridge=ridge, rule=rule, param=param, head=head,
+                       loss=loss, centred=centred, train_v=train_v,
+                       value_and_grad=value_and_grad)
 
     def run_step(params, state, prev, prev_rec, bad_at, data, k):
-        step = _make_step(jax.value_and_grad(objective(data), has_aux=True), data, hyper,
-                          rule=rule, head=head, loss=loss, train_v=train_v)
+        step = _make_step(model_of(data)[1], data, hyper, rule=rule, head=head, loss=loss,
+                          train_v=train_v)
         return step(params, state, prev, prev_rec, bad_at, k)
 
     def record_of(params, data):
         # a step's record from the objective alone (no gradient: tracing the whole step for
-        # the shapes cost a cold call 0.17 s of its 1.2 here); ‖∇L‖ has exp(logscale)'s type
-        aux = objective(data)(params)[1]
+        # the shapes costs a cold call 0.17 s of its 1.2); ‖∇L‖ has exp(logscale)'s type
+        aux = model_of(data)[0](params)[1]
         return _record(aux, jnp.exp(aux[3]), params, train_v=train_v)
 
     vstep = jax.vmap(run_step, in_axes=(0, 0, 0, 0, 0, 0, None))
-    init = jax.vmap(RULES[rule].init)
+    init = jax.vmap(_rule(rule).init)
     B = jax.tree_util.tree_leaves(params0)[0].shape[0]
     state0, bad0 = init(params0), jnp.full((B,), -1)
     shapes = jax.eval_shape(jax.vmap(record_of), params0, data)
@@ -168,6 +166,35 @@ def simulate_split(params0, data: Data, hyper: Hyper, ridge, record_every, *, me
                          check_vma=False)(params0, data, hyper, ridge, record_every)
 
 
+def _model(data, *, hyper, ridge, rule, param, head, loss, centred, train_v, value_and_grad):
+    """One run's (objective, value_and_grad of it), each params → (objective, (L, s, W,
+    logscale)): the attention model's (`model.objective_and_records`, differentiated by JAX)
+    or the caller's `value_and_grad` (`simulate`)."""
+    if value_and_grad is not None:
+        vg = value_and_grad(data, head, loss)
+        return (lambda params: vg(params)[0]), vg
+    if head == "stack":         # L layers × H heads (`hierarchy`): params one leaf per head
+        obj = partial(hierarchy.objective_and_records, data=data, ridge=ridge, param=param,
+                      loss_kind=loss, centred=centred)
+        return obj, jax.value_and_grad(obj, has_aux=True)
+    # the scale-free rules (a step that only uses the gradient's direction) take the
+    # gradient divided by the largest non-selected softmax weight: it stays representable
+    # after the weights underflow (ngd/nmd only when exact, ε = 0; model.centred_outputs)
+    scaled = False
+    if centred and param == "W" and rule in SCALE_FREE and not train_v:
+        scaled = hyper.eps == 0 if rule in ("ngd", "nmd") else True
+    obj = partial(model.objective_and_records, data=data, ridge=ridge, param=param,
+                  head_kind=head, loss_kind=loss, centred=centred, scaled=scaled)
+    if train_v:
+        obj = partial(model.joint_objective, objective=obj, data=data)
+    return obj, jax.value_and_grad(obj, has_aux=True)
+
+
+def _rule(rule):
+    """The update rule named `rule`, or `rule` itself (an `optimizers.Optimizer`)."""
+    return RULES[rule] if isinstance(rule, str) else rule
+
+
 def _record(aux, gnorm, params, *, train_v: bool) -> tuple:
     """A step's record from the objective's records `aux` = (L, s, W, logscale) and ‖∇L‖:
     W, the softmax, the loss, ‖∇L‖, and the head when it is trained."""
@@ -196,7 +223,7 @@ def _make_step(vg, data: Data, hyper: Hyper, *, rule, head, loss, train_v):
         gap = (L if train_v     # L* = 0 once v is trained too (train_v: module doc)
                else loss_gap(W, data, loss) if rule == "polyak" and head == "linear"
                else jnp.zeros((), W.dtype))
-        new, state_new = RULES[rule].update(g, state, params, hyper._replace(gap=gap))
+        new, state_new = _rule(rule).update(g, state, params, hyper._replace(gap=gap))
         rec = _record((L, s, W, logscale), gnorm, params, train_v=train_v)
         here_ok = jnp.isfinite(total) & jnp.isfinite(gnorm)
         next_ok = jnp.isfinite(sum(jnp.sum(a * a) for a in leaves(new)))

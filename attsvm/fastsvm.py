@@ -40,7 +40,6 @@ CERTIFIED_GAP = 1e-5  # accept a barrier solution only with this certified relat
 # 10 rather than 1 starts nearer the analytic center: on svm-rank (μ = 30) the same ranks, 34
 # problems left to Clarabel instead of 352, 1 % fewer Newton steps (docs/performance.md)
 START_GAP = 10.0
-RANK_ONE = True  # the barrier's Hessian from rank-one constraints (`_hessian_rank_one`)
 LDP_INFEASIBLE = 1e-13  # |r[-1]| below which the LDP residual means "infeasible" (‖W‖ ≳ 3e6)
 
 
@@ -109,9 +108,9 @@ def _phi(t, parts):
 def _rank_one(G: np.ndarray):
     """Factors of G_j = u_j w_jᵀ (to rounding: 1e-13 of ‖G_j‖) for `_hessian_rank_one`, or
     None: (u (P, m, a), w (P, m, b), wᵀ (P, b, m), u uᵀ (P, m, m)), contiguous (numpy's
-    stacked matmul is slow on strided views). An Att-SVM constraint matrix is (x_iα − x_it) z_iᵀ, rank one,
-    and so is its reduction Uᵀ A_j B (`_reduce`): w_j is G_j's row of largest norm, u_j its
-    coefficients."""
+    stacked matmul is slow on strided views). An Att-SVM constraint matrix is
+    (x_iα − x_it) z_iᵀ, rank one, and so is its reduction Uᵀ A_j B (`_reduce`): w_j is G_j's
+    row of largest norm, u_j its coefficients."""
     r = np.argmax(np.einsum("pjab,pjab->pja", G, G), axis=-1)               # (P, m)
     w = np.take_along_axis(G, r[..., None, None], axis=2)[:, :, 0]           # (P, m, b)
     ww = np.einsum("pjb,pjb->pj", w, w)
@@ -234,17 +233,16 @@ def nuclear_barrier(
     t_all = float(m + b) / (START_GAP * lam_all.sum(-1))
     Gt_all = np.ascontiguousarray(np.swapaxes(G, 2, 3)).reshape(P, m * b, a)
     GfT_all = np.ascontiguousarray(np.swapaxes(G.reshape(P, m, a * b), 1, 2))
-    fac_all = _rank_one(G) if RANK_ONE else None
+    fac_all = _rank_one(G)  # None unless every constraint is rank one
     idx = np.arange(P)  # problems still in the batch
     stage = np.zeros(P, int)
     lam_c = lam_all.copy()  # the last central point
     # the batch's constraint arrays, selected again only when problems leave it (copying
-    # them every iteration took a quarter of the method's time)
+    # them every iteration takes a quarter of the method's time)
     Gi, Gt, GfT, fac = np.ascontiguousarray(G), Gt_all, GfT_all, fac_all
     buf = _Buffers()
     # N, S and φ's parts at the batch's current λ (`_point`), kept from the line search that
-    # accepted λ: recomputing them cost svm-rank about 3 % (docs/performance.md, fifteenth
-    # session)
+    # accepted λ: recomputing them costs svm-rank about 3 % (docs/performance.md)
     cur = _point(Gi, lam_all[idx])
     for _ in range(max_newton):
         lam, t = lam_all[idx], t_all[idx]

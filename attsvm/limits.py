@@ -203,19 +203,15 @@ def bulk_svm_work(*, n: int, T: int, d: int, norm: str = "fro", queries: str = "
     """Work units of `solves` solves by the sweeps' exact solvers (attsvm.fastsvm).
 
     Each solve 5·10⁵ units (0.5 ms) plus its cost. Frobenius, a least-distance program by
-    NNLS on a (d² + 1) × r system: 2·r²·d², fitted to single-thread times measured here:
-    (32, 32, 64) 4.2 s, (32, 32, 32) 0.56 s, (16, 16, 32) 0.07 s. On the AVX-512 machine
-    (fifteenth session) the small solves took 1.07 ms at (15, 5, 20), 0.24 ms at (5, 5, 20),
-    0.12 ms at (5, 5, 4) and 0.03 ms at (5, 5, 1) (infeasible), priced at 3.2×, 3.4×, 4.5×
-    and 16× (with 10⁶ units a solve, 3.6×, 5.5×, 8.8× and 32×: with svm-rank's worst-case
-    draws, its small grids were priced at 20–70× their time). Nuclear, the batched barrier method: 1.5 × the Clarabel formula. Single-thread
-    times per solve on the 2-core AVX-512 machine (batches of 4–100 feasible problems, the
-    LDP included; docs/performance.md, fifteenth session): (32, 16, 32) 13.2 s, (16, 16, 32)
-    1.0 s, (8, 8, 64) 52 ms, (10, 10, 20) 13 ms, (15, 5, 20) 8.7 ms, (5, 5, 20) 2.0–2.3 ms,
-    priced at 3.2×, 4.0×, 53×, 17×, 21× and 17–19× those. The margin at the largest sizes
-    covers the slower machines of this kind (the Zen 3 without AVX-512 ran the engine 1.67×
-    slower). The factor was 3 when the same barrier took 63 s, 2.5 s, 0.12 s and 0.18 s on
-    the first four sizes, before its later speed-ups."""
+    NNLS on a (d² + 1) × r system: 2·r²·d², fitted to single-thread times: (32, 32, 64)
+    4.2 s, (32, 32, 32) 0.56 s, (16, 16, 32) 0.07 s; the small solves ((15, 5, 20) 1.07 ms,
+    (5, 5, 20) 0.24 ms, (5, 5, 4) 0.12 ms, (5, 5, 1) infeasible 0.03 ms) are priced at 3.2×,
+    3.4×, 4.5× and 16× their time. Nuclear, the batched barrier method: 1.5 × the Clarabel
+    formula; single-thread times per solve (batches of 4–100 feasible problems, the LDP
+    included; docs/performance.md): (32, 16, 32) 13.2 s, (16, 16, 32) 1.0 s, (8, 8, 64)
+    52 ms, (10, 10, 20) 13 ms, (15, 5, 20) 8.7 ms, (5, 5, 20) 2.0–2.3 ms, priced at 3.2×,
+    4.0×, 53×, 17×, 21× and 17–19× those. The margin at the largest sizes covers slower
+    machines of this kind (a Zen 3 without AVX-512 ran the engine 1.67× slower)."""
     r = _constraints(n, T, queries)
     if norm == "fro":
         cost = 2 * r * r * d * d

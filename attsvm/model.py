@@ -10,146 +10,10 @@ With W = K Qᵀ for the (K, Q)-parameterization, whose objective adds the vanish
 """
 from __future__ import annotations
 
-import os
 from typing import NamedTuple
 
 import jax
-
-jax.config.update("jax_enable_x64", True)
-
-
-def use_cpu_cores(n: int | None = None) -> bool:
-    """Expose `n` CPU devices to JAX (default: one per core), so that a sweep's chunks run on
-    every core (`experiments.core.sweep`, chunks dealt round-robin; its numbers do not depend
-    on the device count); JAX's CPU backend otherwise runs one program on one core. Only
-    possible before JAX starts its backends (False then, and nothing changes). Importing
-    attsvm calls it unless the user chose already: XLA_FLAGS names a host device count,
-    `jax_num_cpu_devices` is set, or this is a pytest-xdist worker (its sibling workers
-    hold the other cores)."""
-    try:
-        jax.config.update("jax_num_cpu_devices", int(n or os.cpu_count() or 1))
-    except RuntimeError:        # a backend is already running: keep it
-        return False
-    return True
-
-
-COMPILE_CACHE_MB = 512
-
-
-def compile_cache_dir() -> str | None:
-    """Where `use_compile_cache` keeps compiled programs: `ATTSVM_XLA_CACHE` ("off" for
-    none), else $XDG_CACHE_HOME/attsvm/xla/<cpu> (else ~/.cache/…), <cpu> a fingerprint of
-    this CPU's model and instruction-set flags: XLA compiles for the host's instructions
-    and JAX's cache key does not name them, so a home folder shared by different machines
-    must not hand one machine's programs to another."""
-    chosen = os.environ.get("ATTSVM_XLA_CACHE", "").strip()
-    if chosen.lower() in ("off", "0", "none", "false"):
-        return None
-    if chosen:
-        return chosen
-    home = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.join(
-        os.path.expanduser("~"), ".cache")
-    return os.path.join(home, "attsvm", "xla", _cpu_fingerprint())
-
-
-def _cpu_fingerprint() -> str:
-    import hashlib
-    import platform
-    desc = [platform.machine(), platform.processor()]
-    try:
-        with open("/proc/cpuinfo") as f:
-            desc += sorted({line.strip() for line in f
-                            if line.startswith(("model name", "flags", "Features"))})
-    except OSError:
-        pass
-    return hashlib.sha256("\n".join(desc).encode()).hexdigest()[:16]
-
-
-def use_compile_cache(path: str | None = None) -> str | None:
-    """Keep every compiled XLA program on disk (JAX's persistent compilation cache, at most
-    `COMPILE_CACHE_MB`, least recently used evicted, file-locked across processes), so a new
-    process reuses the programs an earlier one compiled: a second `reproduce all` skipped
-    15 s of its 96 here (docs/performance.md). The CLI and the app call it; a program's
-    numbers do not depend on where it was compiled. path: the folder (default
-    `compile_cache_dir()`; None there: off). Returns the folder used, or None."""
-    path = path or compile_cache_dir()
-    if path is None:
-        return None
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError:         # a read-only home: compile as before
-        return None
-    jax.config.update("jax_compilation_cache_dir", path)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    jax.config.update("jax_compilation_cache_max_size", COMPILE_CACHE_MB * 2**20)
-    return path
-
-
-# XLA's CPU compiler has two code generators for loop fusions: the MLIR emitters (jaxlib
-# 0.10's default) and the older LLVM-IR emitters. For the engine's programs the older ones
-# compile in about half the time (the benchmark's W program 0.51-0.54 → 0.29-0.30 s in four
-# alternating pairs) and run as fast. The GD benchmark's records come out bit for bit the same, other programs'
-# the same to rounding (tests/test_cores.py; docs/performance.md, the sixteenth session).
-# An unknown flag in XLA_FLAGS aborts the process, so it is set only for the jaxlib
-# releases it was measured on.
-FAST_COMPILE_FLAG = "--xla_cpu_use_fusion_emitters=false"
-FAST_COMPILE_JAXLIB = ("0.10.",)
-
-
-def use_fast_compile() -> bool:
-    """Choose XLA's older CPU fusion emitters (`FAST_COMPILE_FLAG`), unless the user's
-    XLA_FLAGS already names that setting, jaxlib is not one of `FAST_COMPILE_JAXLIB`, or
-    JAX's backends are already running (XLA reads its flags when they start). Importing
-    attsvm calls it. True when the flag was added."""
-    import jaxlib
-
-    flags = os.environ.get("XLA_FLAGS", "")
-    if ("xla_cpu_use_fusion_emitters" in flags
-            or not jaxlib.__version__.startswith(FAST_COMPILE_JAXLIB)):
-        return False
-    from jax._src import xla_bridge     # private: imported only for the jaxlib measured on
-    if xla_bridge.backends_are_initialized():
-        return False
-    os.environ["XLA_FLAGS"] = f"{flags} {FAST_COMPILE_FLAG}".strip()
-    return True
-
-
-MALLOC_KEEP_BYTES = 1 << 30
-
-
-def keep_freed_memory(limit: int = MALLOC_KEEP_BYTES) -> bool:
-    """Ask glibc's malloc to serve blocks under `limit` bytes from its heap and to keep up
-    to `limit` bytes of freed memory there (mallopt's M_MMAP_THRESHOLD and
-    M_TRIM_THRESHOLD; the GLIBC_TUNABLES route caps the first at 32 MB). A batch's history
-    is large (the GD benchmark's: 240 MB of XLA's records, then 240 MB of numpy copy), and
-    by default each such block is a fresh mapping whose every page the kernel faults in and
-    zeroes on first write, again on every call; kept in the heap, the next call reuses
-    pages already touched. The GD benchmark's warm W call took 0.27 → 0.25 s here
-    (docs/performance.md, the sixteenth session). The price: a process may hold up to
-    `limit` of freed memory. Importing attsvm calls it unless ATTSVM_MALLOC=system (the
-    app sets that: a long-running server keeps the system's default); not glibc: nothing.
-    True when both settings were taken."""
-    if os.environ.get("ATTSVM_MALLOC", "").strip().lower() == "system":
-        return False
-    try:
-        import ctypes
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):       # not glibc (macOS, Windows)
-        return False
-    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3                 # glibc's malloc.h
-    mapped = mallopt(M_MMAP_THRESHOLD, int(limit))
-    trimmed = mallopt(M_TRIM_THRESHOLD, int(limit))
-    return bool(mapped and trimmed)
-
-
-use_fast_compile()
-keep_freed_memory()
-if ("xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "")
-        and jax.config.jax_num_cpu_devices < 1 and "PYTEST_XDIST_WORKER" not in os.environ):
-    use_cpu_cores()
-
-import jax.numpy as jnp  # noqa: E402
+import jax.numpy as jnp
 
 LOSSES = ("logistic", "exponential", "correlation")
 
@@ -181,6 +45,7 @@ def logits(W, data: Data):
     if data.R is None:
         a = jnp.einsum("ntd,de,nke->nkt", data.X, W, data.Q)
     else:
+        assert data.a0 is not None      # set together with R (`batching.span_basis`)
         a = data.a0 + (W @ data.R).reshape(data.a0.shape)
     return jnp.where(data.mask, a, -jnp.inf)
 

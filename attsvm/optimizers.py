@@ -1,5 +1,5 @@
 """Optimizer update rules as pure JAX functions, the centred softmax gradient and the loss
-infimum L* (issue 11; docs/followups.md §2, §4, §4b, §5). They run in the GD engine
+infimum L* (docs/followups.md §2, §4, §4b, §5). They run in the GD engine
 (`engine.simulate`, through `attsvm.train(optimizer=…)`), the one GD driver.
 
 Every rule maps (params, g = ∇L(params)) to new params; for (K, Q) each factor is one leaf:

@@ -154,7 +154,7 @@ def run_staircase(probs, *, init_scale: float, init_kind: str = "gaussian",
         losses.append(tr.loss if j == 0 else tr.loss[:, 1:])
         Ks.append(tr.K)
         Qs.append(tr.Q)
-        params = list(zip(tr.K, tr.Q))
+        params = list(zip(tr.K, tr.Q, strict=True))
         alpha = tr.alpha
     W = np.concatenate(Ws, 1)
     rec = np.arange(0, steps + 1, record_every)

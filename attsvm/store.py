@@ -615,5 +615,5 @@ def fill_enabled() -> bool:
 
 
 __all__ = ["Entry", "Filler", "State", "StoreError", "background_command", "default_settings",
-           "entry_path", "fill", "fill_enabled", "fill_names", "folder", "key", "load", "lock", "names",
-           "read", "save", "stamp", "state", "write_result"]
+           "entry_path", "fill", "fill_enabled", "fill_names", "folder", "key", "load", "lock",
+           "names", "read", "save", "stamp", "state", "write_result"]

@@ -595,6 +595,7 @@ def solve_generalized_svm(prob: Problem, W, *, threshold: float = 1e-3,
         status = f"solver_error: {exc}".splitlines()[0][:200]
     ok = status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) and w.value is not None
     W_dir = np.asarray(w.value).reshape(d, d) if ok else None
+    W_fin: np.ndarray | None
     if len(E) == 0 or norm == "fro":
         W_fin = least_norm_fin(E, a, first, ei, et, d)
     else:   # equality-constrained least nuclear norm

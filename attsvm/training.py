@@ -19,8 +19,8 @@ import numpy as np
 
 from . import limits, model
 from .batching import cpu_split, padded_batch, place, repeat_last, span_basis
-from .limits import SPAN_RULES, span_pays
 from .engine import compile_count, simulate, simulate_split
+from .limits import SPAN_RULES, span_pays
 from .model import jax, jnp
 from .optimizers import DEFAULT_CENTRED, DEFAULT_EPS, KQ_OPTIMIZERS, MAX_P, MIN_P, OPTIMIZERS, Hyper
 from .problems import Problem, check_choice, check_float, check_int, check_record_every
@@ -340,20 +340,16 @@ def _padded(probs, inits, init_v, *, train_v: bool, param: str, m: int):
     return stacked, params0
 
 
-SPAN = "auto"       # "auto" (`limits.span_pays`), "always" (where it applies) or "never"
-
-
 def _span_form(cfg: dict, stacked: dict, params0, *, train_v: bool):
     """The batch in the span form (`batching.span_basis`) when it applies (the W
     parameterization, a rule of `SPAN_RULES`) and pays: (stacked with R and a0, params0 with
     W replaced by its coordinates e = 0, (V, W0) to map records back), else unchanged and
     None. The same GD in exact arithmetic; tests/test_span.py holds it to the plain form."""
     W0 = params0[0] if train_v else params0
-    if cfg["param"] != "W" or cfg["optimizer"] not in SPAN_RULES or SPAN == "never":
+    if cfg["param"] != "W" or cfg["optimizer"] not in SPAN_RULES:
         return stacked, params0, None
     B, n, K, T = stacked["mask"].shape
-    if SPAN == "auto" and not span_pays(n, K, T, W0.shape[-1], cfg["record_every"],
-                                        cfg["steps"], B):
+    if not span_pays(n, K, T, W0.shape[-1], cfg["record_every"], cfg["steps"], B):
         return stacked, params0, None
     R, a0, V = span_basis(stacked, W0)
     e0 = np.zeros((B, V.shape[1]))
@@ -401,10 +397,10 @@ def _simulate_parts(cfg: dict, stacked: dict, params0, devices, *, head: str, tr
     (`engine.simulate_split`), each device running an equal block of runs (the last run
     repeated to fill the last block). One thread per block then copies its records into one
     history, so the cores share the copy too (240 MB for the benchmark's workload; copied by
-    one thread it cost 0.1–0.3 s more here, most of it page faults). The history is
+    one thread it costs 0.1–0.3 s more, most of it page faults). The history is
     allocated before the program is called and, when the call traces a new program, its
     pages are touched by one of those threads meanwhile, so that the faults overlap the
-    compilation (docs/performance.md, fifteenth session). Returns numpy records
+    compilation (docs/performance.md). Returns numpy records
     (record-major), final params and bad_at, as `_simulate`'s arrays."""
     B = len(stacked["X"])
     stacked, params0 = repeat_last(stacked, params0, -(-B // len(devices)) * len(devices))

@@ -10,13 +10,9 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from . import joint as joint_charts
 from .bands import H, W
 from .bands import band as _band
-from .hierarchy import hierarchy_experiment
-from .ntp import BUILDERS as NTP_BUILDERS
 from .optimizers import steepest_heatmap
-from .staircase import BUILDERS as RANK_BUILDERS
 
 PARAM_LABEL = {"W": "GD on W", "KQ": "GD on (K, Q)"}
 MEASURE_LABEL = {
@@ -362,23 +358,12 @@ def real_words(res) -> alt.VConcatChart:
         color="independent").properties(title="Real words (GloVe 6B 50-d)")
 
 
-BUILDERS = {
-    "geometry-1": geometry,
-    "geometry-2": geometry,
-    "local-convergence": local_convergence,
-    "multi-token": multi_token,
-    "svm-rank": svm_rank,
-    "overparameterization": overparameterization,
-    "regularization-path": regularization_path,
-    "sequence-causal": sequence_causal,
-    "lp-mirror-descent": lp_mirror_descent,
-    "adaptive-steps": adaptive_steps,
-    "joint-training": joint_charts.joint_training,
-    "real-words": real_words,
-}
-
-
 def chart(res):
-    """The paper-style chart of an experiment result."""
-    return {**BUILDERS, **NTP_BUILDERS, **RANK_BUILDERS,
-            "svm-hierarchy": hierarchy_experiment}[res.name](res)
+    """The paper-style chart of an experiment result: the builder its record names
+    (`attsvm.experiments.record(name).chart`, "module:function")."""
+    import importlib
+
+    from attsvm.experiments import record
+
+    module, function = record(res.name).chart.split(":")
+    return getattr(importlib.import_module(module), function)(res)

@@ -1,5 +1,5 @@
 """Altair charts of next-token prediction (arXiv 2403.08081): the two experiments'
-paper-style panels (`BUILDERS`, used by `attsvm_charts.experiments.chart`, so by the CLI and
+paper-style panels (named by their records, `attsvm_charts.experiments.chart`, so by the CLI and
 the app) and the page's token-priority graphs. Pure: tidy DataFrames in, Altair charts out;
 no Streamlit."""
 from __future__ import annotations
@@ -57,7 +57,6 @@ def ntp_local(res) -> alt.HConcatChart:
               f"mean ± std over {n} instances")
 
 
-BUILDERS = {"ntp-global": ntp_global, "ntp-local": ntp_local}
 
 
 # -- the page's charts ---------------------------------------------------------------------

@@ -115,6 +115,3 @@ def weight_decay(res) -> alt.HConcatChart:
 
 
 RATE_LABELS = {"gap_rate": "measured gap rate (median)", "predicted_rate": "predicted 2ηλ"}
-
-
-BUILDERS = {"rank-staircase": rank_staircase, "weight-decay": weight_decay}

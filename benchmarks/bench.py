@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from attsvm import problems
+from attsvm import problems, runtime
 from attsvm.batching import bucket
 from attsvm.engine import compile_count
 from attsvm.optimizers import AUTHORS_GRADIENT, DEFAULT_EPS
@@ -254,6 +254,7 @@ def main(argv=None) -> None:
     ap.add_argument("--svm-repeats", type=int, default=5)
     ap.add_argument("--skip-svm", action="store_true")
     args = ap.parse_args(argv)
+    runtime.configure(compile_cache=False)   # as the CLI; compiles are timed cold
     info = backend()
     print(f"benchmarks.bench — JAX backend {info['platform']} ({info['device_kind']}, "
           f"{info['devices']} device(s)), float64={info['x64']}")

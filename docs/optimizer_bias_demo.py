@@ -1,4 +1,4 @@
-"""Demo numbers for issue 11 (run: `python docs/optimizer_bias_demo.py [centred|md]`).
+"""Demo numbers for docs/followups.md §2.6, §4b (`python docs/optimizer_bias_demo.py [centred|md]`).
 
 centred: 1 − corr(W(k), W^mm_α) of normalized GD (lr 0.1, W_0 = 0) on
     random_problem(n=6, T=8, d=10, seed=s), s = 0..9, α = the selection of W(10 000),
@@ -10,16 +10,16 @@ md: normalized ℓp mirror descent (docs/followups.md §2.6 settings: W_0 = 0,
     stopped at the first record with ‖W‖_F ≥ 300; Frobenius cosine of W with the ℓp'-AttSVM
     at its selection α, for every p'.
 
-Measured (2026-12-01, this branch, CPU, float64):
+Its output (CPU, float64):
 
     centred (lr 0.1; medians of 1 − corr over seeds 0-9 at k = 1000, 2000, 5000, 10 000)
       centred, exact      4.0e-03  1.1e-03  1.8e-04  4.7e-05   (worst seed at 10k: 7.4e-05)
       centred, ε = 2⁻⁵²   4.1e-03  2.7e-03  2.5e-03  2.4e-03   (freezes: ‖g‖ reaches ε)
       plain, exact        4.1e-03  5.4e-02  3.5e-01  5.5e-01   (drifts: wrong direction, full steps)
-      plain, ε (old)      4.1e-03  2.5e-03  2.3e-03  5.6e-03   (stalls, then drifts slowly)
+      plain, ε (authors)  4.1e-03  2.5e-03  2.3e-03  5.6e-03   (stalls, then drifts slowly)
     Both fixes are needed: the centred gradient keeps the direction right, exact normalization
     keeps the step size. (‖W‖_F ≈ 995 and minimum logit gap ≈ 290-350 at 10k for the first;
-    ≈ 110-130 and ≈ 35-37 for the old form.)
+    ≈ 110-130 and ≈ 35-37 for the authors' form.)
 
     md (seeds 0-3, 16 runs): the own ℓp SVM has the largest cosine in 16/16 runs, ≥ 0.99 in
     13/16 (the misses are p = 1.25: 0.932, 0.983, 0.982 at ‖W‖ ≈ 300; p = 1.25 converges
@@ -55,7 +55,7 @@ def selection(prob, W):
 def centred_demo(seeds=range(10), steps=10_000, lr=0.1):
     ks = [1000, 2000, 5000, 10_000]
     combos = {"centred, exact": (True, 0.0), "centred, eps": (True, 2.0 ** -52),
-              "plain, exact": (False, 0.0), "plain, eps (old)": (False, 2.0 ** -52)}
+              "plain, exact": (False, 0.0), "plain, eps (authors)": (False, 2.0 ** -52)}
     res = {c: [] for c in combos}
     for s in seeds:
         prob = attsvm.random_problem(n=6, T=8, d=10, seed=s)

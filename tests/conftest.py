@@ -26,7 +26,11 @@ import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
 
 import attsvm  # noqa: E402
+from attsvm import runtime  # noqa: E402
 
+# The tuned process the CLI and the app run in (one CPU device in a pytest-xdist worker: its
+# siblings hold the other cores); compiled programs stay in memory.
+runtime.configure(compile_cache=False)
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
 # Property tests: fixed shapes, few examples, no per-example deadline (the first example of a

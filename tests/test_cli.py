@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
-
-import os
 
 import pandas as pd
 import pytest
 
 import attsvm
 from attsvm import __main__ as cli
+from attsvm import runtime
 from attsvm.__main__ import main
 from attsvm.experiments import core
 
@@ -53,8 +53,8 @@ def test_cpu_devices_also_sets_the_helper_processes(monkeypatch):
     """--cpu-devices n: n JAX devices and n − 1 helper processes for svm-rank's cells,
     started at once; the app's background filler runs `fill --cpu-devices 1`, so it starts
     none (its SIGSTOP then reaches all of its work: docs/hosting.md)."""
-    monkeypatch.setattr(attsvm.model, "use_cpu_cores", lambda n: False)
-    monkeypatch.setattr(attsvm.model, "use_compile_cache", lambda: None)
+    for name in ("use_cpu_cores", "use_compile_cache", "use_fast_compile", "keep_freed_memory"):
+        monkeypatch.setattr(runtime, name, lambda *a: False)
     started = []
     monkeypatch.setattr(core, "_helpers", lambda: started.append(core.HELPERS))
     cases = ((1, 0), (3, 2), (None, (os.cpu_count() or 1) - 1))

@@ -1,6 +1,7 @@
-"""Both CPU cores: importing attsvm exposes one CPU device per core unless the user chose
-(sweeps then deal their chunks to the cores; tests/test_experiments.py checks that the
-numbers do not depend on the device count), and a plain batch is placed on one; a batch of
+"""Both CPU cores: importing attsvm changes nothing in the process; `runtime.configure`
+exposes one CPU device per core unless the user chose (sweeps then deal their chunks to the
+cores; tests/test_experiments.py checks that the numbers do not depend on the device
+count), and a plain batch is placed on one; a batch of
 `batching.SPLIT_MIN` runs per device or more is split over them (`engine.simulate_split`)
 and gives every run's numbers to rounding."""
 from __future__ import annotations
@@ -18,24 +19,34 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 COUNT = """
-import json, jax, attsvm
+import json, os, sys, jax, attsvm, attsvm.runtime
 from attsvm.batching import place, padded_batch
+if sys.argv[1:] == ["pure"]:
+    print(json.dumps(dict(flags=os.environ.get("XLA_FLAGS"), devices=len(jax.devices()),
+                          init=attsvm.model.jnp.zeros(2).dtype.name)))
+    raise SystemExit
+attsvm.runtime.configure(compile_cache=False)
 probs = [attsvm.random_problem(3, 4, 5, seed=s) for s in range(3)]
 data, _ = place(*padded_batch(probs, [attsvm.default_init(p) for p in probs], param="W", m=5))
 print(json.dumps(dict(devices=len(jax.devices()), batch_on=len(data.X.devices()))))
 """
 
 
-def _run(script, **env_changes) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PYTEST_XDIST_WORKER")}
+def _run(script, *args, **env_changes) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("XLA_FLAGS", "PYTEST_XDIST_WORKER", "ATTSVM_MALLOC")}
     env.update(env_changes, PYTHONPATH=str(ROOT))
-    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+    out = subprocess.run([sys.executable, "-c", script, *args], env=env, capture_output=True,
                          text=True, timeout=600, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_importing_attsvm_exposes_a_device_per_core_except_in_xdist_workers():
+def test_importing_attsvm_leaves_xla_flags_and_one_cpu_device():
+    assert _run(COUNT, "pure") == dict(flags=None, devices=1, init="float64")
+
+
+def test_configure_exposes_a_device_per_core_except_in_xdist_workers():
     assert _run(COUNT) == dict(devices=os.cpu_count() or 1, batch_on=1)
     assert _run(COUNT, PYTEST_XDIST_WORKER="gw0")["devices"] == 1
     assert _run(COUNT, XLA_FLAGS="--xla_force_host_platform_device_count=3")["devices"] == 3
@@ -109,7 +120,8 @@ def test_a_split_record_without_a_shard_per_device_is_copied_whole():
 
 
 EMITTERS = """
-import json, os, numpy as np, attsvm
+import json, os, numpy as np, attsvm, attsvm.runtime
+attsvm.runtime.configure(compile_cache=False)
 probs = [attsvm.random_problem(6, 8, 10, seed=s) for s in range(4)]
 a = attsvm.train_batch(probs, steps=300)
 b = attsvm.train_batch(probs, steps=300, param="KQ")
@@ -118,13 +130,13 @@ print(json.dumps(dict(flags=os.environ.get("XLA_FLAGS", ""), W=a.W[:, ::50].rave
 """
 
 
-def test_importing_attsvm_picks_the_faster_compiling_emitters_and_keeps_a_users_choice():
-    """`model.use_fast_compile`: XLA's older CPU fusion emitters (the engine's programs
+def test_configure_picks_the_faster_compiling_emitters_and_keeps_a_users_choice():
+    """`runtime.use_fast_compile`: XLA's older CPU fusion emitters (the engine's programs
     compile in about half the time); a user's own setting of that flag is left alone, and
     the two code generators give the same runs to rounding (W and K Qᵀ, 300 steps)."""
     import jaxlib
 
-    from attsvm.model import FAST_COMPILE_FLAG, FAST_COMPILE_JAXLIB
+    from attsvm.runtime import FAST_COMPILE_FLAG, FAST_COMPILE_JAXLIB
 
     ours = _run(EMITTERS)
     theirs = _run(EMITTERS, XLA_FLAGS="--xla_cpu_use_fusion_emitters=true")
@@ -137,7 +149,9 @@ def test_importing_attsvm_picks_the_faster_compiling_emitters_and_keeps_a_users_
 
 
 HEAP = """
-import json, attsvm, numpy as np
+import json, sys, attsvm, attsvm.runtime, numpy as np
+if sys.argv[1:] != ["pure"]:
+    attsvm.runtime.configure(compile_cache=False)
 a = np.empty(100 * 2**20 // 8)                  # 100 MB
 where = [line.split()[-1] for line in open("/proc/self/maps")
          if int(line.split("-")[0], 16) <= a.ctypes.data < int(line.split()[0].split("-")[1], 16)]
@@ -147,9 +161,10 @@ print(json.dumps(dict(heap=where == ["[heap]"])))
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc" or not sys.platform.startswith("linux"),
                     reason="glibc's malloc on Linux only")
-def test_importing_attsvm_keeps_large_blocks_in_mallocs_heap_unless_told_not_to():
-    """`model.keep_freed_memory`: after the import a 100 MB array comes from malloc's heap
+def test_configure_keeps_large_blocks_in_mallocs_heap_unless_told_not_to():
+    """`runtime.keep_freed_memory`: after `configure` a 100 MB array comes from malloc's heap
     (reused by the next call once freed), not from a fresh mapping; ATTSVM_MALLOC=system
-    (the app's setting) leaves glibc's default, which maps it."""
-    assert _run(HEAP, ATTSVM_MALLOC="") == dict(heap=True)   # app tests set it in this process
+    (the app's setting) and the bare import leave glibc's default, which maps it."""
+    assert _run(HEAP) == dict(heap=True)
     assert _run(HEAP, ATTSVM_MALLOC="system") == dict(heap=False)
+    assert _run(HEAP, "pure") == dict(heap=False)

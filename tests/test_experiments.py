@@ -67,8 +67,9 @@ def test_the_barriers_rank_one_hessian_is_the_dense_one(monkeypatch):
     np.testing.assert_allclose(s_one, s_dense, rtol=0, atol=1e-12 * np.abs(s_dense).max())
     probs, alphas = zip(*_instances(), strict=True)
     out = {}
-    for flag in (False, True):
-        monkeypatch.setattr(fastsvm, "RANK_ONE", flag)
+    rank_one = fastsvm._rank_one
+    for flag in (False, True):      # False: the dense Hessian, as for general constraints
+        monkeypatch.setattr(fastsvm, "_rank_one", rank_one if flag else lambda G: None)
         out[flag] = fastsvm.solve_many(list(probs), list(alphas), "nuc")
     np.testing.assert_array_equal(out[True]["feasible"], out[False]["feasible"])
     np.testing.assert_allclose(out[True]["objective"], out[False]["objective"], rtol=1e-6)
@@ -103,7 +104,7 @@ def test_the_barriers_line_search_matches_a_plain_loop_and_keeps_its_point():
         neg = step[k] < 0
         s = min(1.0, 0.99 * (np.min(-lam[k][neg] / step[k][neg]) if neg.any() else np.inf))
         f0, want = phi(k, lam[k]), lam[k]
-        for h in range(40):
+        for h in range(40):  # noqa: B007  (h, read after the loop, counts the halvings)
             x = lam[k] + s * step[k]
             if phi(k, x) <= f0 + 0.01 * s * slope[k] + 1e-12 * (abs(f0) + 1.0):
                 want = x
@@ -148,36 +149,80 @@ def test_generalized_svm_matches_library():
 
 
 # -- every experiment at a tiny size ----------------------------------------------------------
-TINY = {
-    "geometry-1": dict(steps=200),
-    "geometry-2": dict(steps=200),
-    "local-convergence": dict(runs=4, steps=200, record_every=50),
-    "multi-token": dict(ds=(4,), runs=2, steps=400, record_every=100, max_seeds=512),
-    "svm-rank": dict(pairs=((5, 5),), ds=(2, 5), runs=5, max_draws=60),
-    "overparameterization": dict(ds=(2, 6), runs=4, steps=200),
-    "regularization-path": dict(n=3, T=4, d=4, radii=4, r_max=50.0, restarts=0),
-    "sequence-causal": dict(runs=3, steps=200),
-}
+# -- one contract over every experiment (its record: `experiments.record`) ----------------
+class _Tiny(dict):
+    """Each experiment run once at its record's shrunken size, on first use."""
+
+    def __missing__(self, name):
+        self[name] = experiments.run(name, **experiments.record(name).tiny)
+        return self[name]
 
 
 @pytest.fixture(scope="module")
 def tiny_results():
-    return {name: experiments.run(name, **TINY[name]) for name in experiments.EXPERIMENTS}
+    return _Tiny()
 
 
-def test_every_experiment_is_smoke_tested():
-    assert set(TINY) == set(experiments.EXPERIMENTS)
+def _an_int_setting(rec) -> str:
+    """A setting of the record's that takes a positive integer (its tiny run sets it)."""
+    return next(k for k, v in rec.tiny.items() if isinstance(v, int) and not isinstance(v, bool))
 
 
-@pytest.mark.parametrize("name", list(TINY))
-def test_experiment_runs_at_tiny_size(tiny_results, name):
+@pytest.mark.parametrize("name", list(experiments.REGISTRY))
+def test_every_experiment_keeps_the_contract(tiny_results, name):
+    """Tiny run (frames, summary, paper statistic, JSON-ready), price (positive, with the
+    sizes the caps read), bad settings refused by name, and its chart builds."""
+    from attsvm_charts.experiments import chart
+
+    rec = experiments.record(name)
+    assert name in experiments.EXPERIMENTS + experiments.FOLLOWUPS
+    assert (name in experiments.FOLLOWUPS) == rec.followup and rec.title and rec.paper
     res = tiny_results[name]
     assert res.name == name and res.seconds > 0
-    assert res.summary["text"] and res.summary["paper"]
+    assert res.summary["text"] and res.summary["paper"] == rec.paper
     assert all(len(df) > 0 for df in res.frames.values()), {
         k: len(v) for k, v in res.frames.items()
     }
     json.dumps(core.jsonable(dict(settings=res.settings, summary=res.summary)))
+    s = experiments.settings(name, **rec.tiny)
+    price = experiments.price(name, s)
+    assert price.work > 0 and price.seconds > 0 and price.sizes
+    assert experiments.price(name).work > 0                  # the defaults price too
+    with pytest.raises(ValueError, match="bogus"):
+        experiments.settings(name, bogus=1)
+    field = _an_int_setting(rec)
+    with pytest.raises(ValueError, match=field):
+        experiments.run(name, **{**rec.tiny, field: -1})
+    assert chart(res).to_dict()
+
+
+def test_lp_mirror_descent_tiny(tiny_results):
+    res = tiny_results["lp-mirror-descent"]
+    by_p, runs = res.frames["by_p"], res.frames["runs"]
+    assert list(by_p.p) == [1.5, 3.0] and len(runs) == 4
+    assert set(res.frames["correlations"].p_svm) == {1.5, 3.0}
+    assert by_p.share_opt.between(0, 1).all()
+    # even this short run is closer to its own SVM than to the other p's
+    assert runs.own_highest.all(), runs
+    assert "2410.14581" in res.summary["text"]
+    json.dumps(experiments.core.jsonable(res.summary))
+    # steepest descent: one row per (instance, rule, norm), the open cells said to be open
+    st, tab = res.frames["steepest"], res.frames["steepest_table"]
+    assert len(st) == 2 * 3 * 3 and set(tab.norm) == {"fro", "max", "spectral"}
+    assert st.margin_ratio.dropna().between(0, 1 + 1e-6).all()
+    assert "open for attention" in res.summary["text"] and "2502.04664" in res.summary["text"]
+    ok = st.dropna()
+    assert (ok["corr"] <= 1 + 1e-12).all() and len(ok) > 0
+
+
+def test_adaptive_steps_tiny_ngd_and_polyak_beat_gd(tiny_results):
+    res = tiny_results["adaptive-steps"]
+    t = res.frames["table"].set_index("optimizer")
+    assert t.loc["ngd", "reached_0.99"] == 1.0 and t.loc["polyak", "reached_0.99"] == 1.0
+    assert t.loc["gd", "reached_0.99"] == 0.0       # GD: logarithmic rate
+    assert t.loc["polyak", "off_mass_at"] < t.loc["gd", "off_mass_at"]
+    assert "GD/NGD ≥" in res.summary["text"] and "2402.05738" in res.summary["text"]
+    assert {r["optimizer"] for r in res.summary["ratios"]} == {"ngd", "polyak"}
 
 
 def test_local_convergence_statistics_are_sane(tiny_results):

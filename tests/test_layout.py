@@ -130,16 +130,17 @@ def test_no_function_in_the_library_or_the_charts_exceeds_80_lines():
 
 def test_only_the_experiments_the_command_line_and_the_store_import_the_experiments():
     # experiments/ is the library's top floor: it composes the rest. Below it nothing may
-    # reach up into it; the command line (attsvm/__main__.py) and the results store
-    # (attsvm/store.py: it runs experiments and keeps their outputs) are the entries above it,
-    # and so is attsvm/cluster.py (it runs the experiments' sweeps on a cluster's workers).
+    # reach up into it; the command line (attsvm/__main__.py), the results store
+    # (attsvm/store.py: it runs experiments and keeps their outputs), the process tuning
+    # (attsvm/runtime.py: it starts the experiments' helper processes) and attsvm/cluster.py
+    # (it runs the experiments' sweeps on a cluster's workers) are the entries above it.
     # The charts, ui/ and app_pages/ sit above the library and may import it.
     files = {p: _module_name(p) for p in (ROOT / "attsvm").rglob("*.py")}
     modules = set(files.values())
     up = {}
     for p, name in files.items():
         if name.startswith("attsvm.experiments") or name in ("attsvm.__main__", "attsvm.store",
-                                                       "attsvm.cluster"):
+                                                              "attsvm.runtime", "attsvm.cluster"):
             continue
         bad = sorted(d for d in _imports(p, name, modules)
                      if d == "attsvm.experiments" or d.startswith("attsvm.experiments."))

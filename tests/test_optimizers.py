@@ -2,7 +2,7 @@
 attsvm.optimizers) against a plain numpy loop (tests/reference_optim.py) step for step, p = 2
 mirror descent against GD, the Polyak cap and L*, and bad inputs.
 
-Contract (issue 11): 50 steps of each optimizer match the numpy reference to 1e-10 relative
+Contract: 50 steps of each optimizer match the numpy reference to 1e-10 relative
 (‖W_k − W_k^ref‖_F / ‖W_k^ref‖_F, the worst k); p = 2 MD equals GD to rounding (1e-13).
 """
 from __future__ import annotations
@@ -189,7 +189,7 @@ def test_bad_arguments_are_rejected(kw, match):
 
 
 def test_normalized_md_converges_toward_its_own_lp_svm():
-    """Issue 11 acceptance on one instance (settings of docs/followups.md §2.6): normalized
+    """The implicit-bias claim on one instance (settings of docs/followups.md §2.6): normalized
     ℓp-MD from W = 0, stopped at ‖W‖_F ≈ 300, has Frobenius cosine ≥ 0.99 with the ℓp-AttSVM
     at its own selection and a lower one with the ℓp' SVMs, p' ≠ p (measured: 0.9990 / 0.9998)."""
     prob = attsvm.random_problem(n=4, T=4, d=4, seed=0)

@@ -100,7 +100,7 @@ def test_train_batch_in_the_span_form_follows_the_plain_form(monkeypatch, kw, he
     kw = dict(dict(steps=350, lr=0.1, record_every=1), **kw)
     out = {}
     for mode in ("never", "always"):
-        monkeypatch.setattr(training, "SPAN", mode)
+        monkeypatch.setattr(training, "span_pays", lambda *a, m=mode: m == "always")
         out[mode] = training.train_batch(probs, devices=[jax.devices()[0]], **kw)
     a, b = out["never"], out["always"]
     scale = np.abs(a.W).max()
@@ -120,7 +120,7 @@ def test_span_form_with_a_trained_head_and_an_overflowing_run(monkeypatch):
     overflowing = [p.with_(v=2000 * p.v) for p in probs]
     out = {}
     for mode in ("never", "always"):
-        monkeypatch.setattr(training, "SPAN", mode)
+        monkeypatch.setattr(training, "span_pays", lambda *a, m=mode: m == "always")
         out[mode] = (training.train_batch(probs, **kw), training.train_batch(overflowing, **big))
     (a, oa), (b, ob) = out["never"], out["always"]
     np.testing.assert_allclose(b.W, a.W, rtol=0, atol=1e-10 * np.abs(a.W).max())
@@ -164,7 +164,7 @@ def test_span_form_is_used_where_it_pays_and_never_recompiles_on_lr_or_steps(mon
 def test_span_form_rejects_rules_that_leave_the_span(monkeypatch):
     """sign, spectral and ℓp mirror descent move W off span{x zᵀ}: they keep the plain form
     even when asked for the span form."""
-    monkeypatch.setattr(training, "SPAN", "always")
+    monkeypatch.setattr(training, "span_pays", lambda *a: True)
     called = []
     monkeypatch.setattr(training, "span_basis", lambda *a: called.append(1))
     probs = [random_problem(3, 4, 10, seed=s) for s in range(2)]

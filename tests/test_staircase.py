@@ -12,7 +12,8 @@ import pytest
 from reference import np_grad, np_objective
 
 import attsvm
-from attsvm import experiments, staircase as sc, training
+from attsvm import experiments, training
+from attsvm import staircase as sc
 from attsvm.__main__ import main
 from attsvm.problems import random_problem
 

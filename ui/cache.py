@@ -107,7 +107,7 @@ def experiment(name: str, overrides_json: str) -> experiments.Result:
     return res
 
 
-# -- Optimizer → norm page (issue 11) ----------------------------------------------------------
+# -- Optimizer → norm page ---------------------------------------------------------------------
 @st.cache_data(max_entries=16, ttl=TTL, show_spinner="Racing the optimizers…")
 @hosted.metered
 def optimizer_race(pspec: ProblemSpec, runs: tuple, steps: int) -> dict:

@@ -12,7 +12,7 @@ import streamlit as st
 
 from attsvm import store
 
-RESTART_S = 60.0        # a finished filler is started again (for entries gone missing) at most this often
+RESTART_S = 60.0    # a finished filler is started again (entries gone missing) at most this often
 
 
 class _Server:

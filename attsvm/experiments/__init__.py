@@ -17,93 +17,41 @@ from collections import Counter
 from threadpoolctl import threadpool_limits
 
 from ..training import backend as _backend
-from . import (
-    adaptive_steps,
-    budget,
-    geometry,
-    joint_training,
-    local_convergence,
-    lp_mirror_descent,
-    multi_token,
-    ntp,
-    overparameterization,
-    rank_staircase,
-    real_words,
-    regularization_path,
-    sequence_causal,
-    svm_hierarchy,
-    svm_rank,
-    weight_decay,
-)
-from .core import CLUSTER, Progress, Result, no_progress
-
-_MODULES = {
-    "geometry-1": geometry,
-    "geometry-2": geometry,
-    local_convergence.NAME: local_convergence,
-    multi_token.NAME: multi_token,
-    svm_rank.NAME: svm_rank,
-    overparameterization.NAME: overparameterization,
-    regularization_path.NAME: regularization_path,
-    sequence_causal.NAME: sequence_causal,
-}
-EXPERIMENTS = tuple(_MODULES)
-# Follow-up papers (next-token prediction, arXiv 2403.08081; optimizers, arXiv 2410.14581 and
-# 2402.05738): not part of the paper's list or `reproduce all`; run by name or together
-# (`reproduce followups`), and on the Reproduce page's "Follow-up papers" section.
-_OPTIM = {lp_mirror_descent.NAME: lp_mirror_descent, adaptive_steps.NAME: adaptive_steps,
-          joint_training.NAME: joint_training}
-_MODULES.update(ntp.MODULES)
-_MODULES.update(_OPTIM)
-# Rank from small init and weight decay on (K, Q) (arXiv 2306.07042, 2410.23819).
-_RANK = {rank_staircase.NAME: rank_staircase, weight_decay.NAME: weight_decay}
-_MODULES.update(_RANK)
-_TEXT = {real_words.NAME: real_words}     # real word vectors (attsvm.text)
-_MODULES.update(_TEXT)
-_HIER = {svm_hierarchy.NAME: svm_hierarchy}   # several layers and heads (open; attsvm.stack)
-_MODULES.update(_HIER)
-FOLLOWUPS = (tuple(ntp.MODULES) + tuple(_OPTIM) + tuple(_RANK) + tuple(_TEXT)
-             + tuple(_HIER))
-
-
-def _module(name: str):
-    if name not in _MODULES:
-        raise ValueError(f"`name` must be one of {list(EXPERIMENTS)}; got {name!r}")
-    return _MODULES[name]
+from . import budget
+from .core import CLUSTER, Experiment, Progress, Result, no_progress
+from .registry import EXPERIMENTS, FOLLOWUPS, REGISTRY, record
 
 
 def title(name: str) -> str:
     """A one-line title of the experiment."""
-    return _module(name).TITLE
+    return record(name).title
 
 
 def paper_statistic(name: str) -> str:
     """The paper's reference statistic for the experiment, as text."""
-    m = _module(name)
-    return m.PAPER[name] if isinstance(m.PAPER, dict) else m.PAPER
+    return record(name).paper
 
 
 def notes(name: str) -> tuple:
     """Where the authors' code differs from attsvm, for this experiment."""
-    return getattr(_module(name), "NOTES", ())
+    return record(name).notes
 
 
 def uses_helpers(name: str) -> bool:
     """Whether the experiment shares enough Python-bound work with helper processes
-    (`core.ordered_map`) to pay for starting them (`HELPED` in its module: svm-rank,
+    (`core.ordered_map`) to pay for starting them (its record's `helped`: svm-rank,
     over-parameterization); the CLI starts them only then."""
-    return bool(getattr(_module(name), "HELPED", False))
+    return record(name).helped
 
 
 def settings(name: str, **overrides):
     """The experiment's Settings: the paper's defaults, with `overrides` (validated)."""
-    m = _module(name)
-    if m is geometry:
-        overrides.setdefault("preset", name)
-        if overrides["preset"] != name:
-            raise ValueError(
-                f"`preset` must be {name!r} for experiment {name!r}; got {overrides['preset']!r}"
-            )
+    m = record(name)
+    for key, value in m.fixed.items():
+        overrides.setdefault(key, value)
+        if overrides[key] != value:
+            raise ValueError(f"`{key}` must be {value!r} for experiment {name!r}; "
+                             f"got {overrides[key]!r}")
     fields = set(m.Settings.__dataclass_fields__)
     bad = sorted(set(overrides) - fields)
     if bad:
@@ -118,7 +66,7 @@ def run(name: str, settings_=None, *, progress: Progress = no_progress, **overri
     """Run experiment `name` with `settings_` (or the defaults with `overrides`); on the
     cluster in use (`attsvm.cluster.use`), if any, whose workers `Result.backend["cluster"]`
     then names."""
-    m = _module(name)
+    m = record(name)
     s = settings_ if settings_ is not None else settings(name, **overrides)
     budget.check(name, s)       # priced as a whole, refused before any work starts
     remote = CLUSTER.get()
@@ -147,19 +95,18 @@ def run(name: str, settings_=None, *, progress: Progress = no_progress, **overri
 
 def price(name: str, settings_=None, **overrides) -> budget.Price:
     """What running `name` with these settings costs (work units, seconds, memory)."""
-    _module(name)
+    record(name)
     return budget.price(name, settings_ if settings_ is not None else settings(name, **overrides))
 
 
 def check(name: str, settings_=None, **overrides) -> budget.Price:
     """`price`, refused (BudgetError naming what to lower) over the active mode's budget."""
-    _module(name)
+    record(name)
     return budget.check(name, settings_ if settings_ is not None else settings(name, **overrides))
 
 
-__all__ = ["EXPERIMENTS", "Result", "run", "settings", "title", "paper_statistic", "notes",
-           "uses_helpers",
-           "price", "check"]
+__all__ = ["EXPERIMENTS", "FOLLOWUPS", "REGISTRY", "Experiment", "Result", "record", "run",
+           "settings", "title", "paper_statistic", "notes", "uses_helpers", "price", "check"]
 
 
 def metadata(res: Result) -> dict:

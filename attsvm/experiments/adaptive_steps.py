@@ -23,11 +23,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .. import fastsvm
+from .. import fastsvm, limits
 from ..metrics import correlation
 from ..problems import check_float, check_int, random_problem, token_scores
 from ..training import train_batch
-from .core import Progress, Result, check_float_grid, fmt, no_progress, settings_dict
+from .core import Experiment, Progress, Result, check_float_grid, fmt, no_progress, settings_dict
 
 NAME = "adaptive-steps"
 TITLE = "Adaptive steps: NGD and Polyak reach W^mm far sooner than GD"
@@ -41,6 +41,7 @@ NOTES = (
     "Centred softmax gradient and exact normalization (docs/followups.md §4b); Polyak's L − L* is "
     "computed cancellation-free and its step length bounded by 10·η (the engine, attsvm.train).",
 )
+
 RULES = ("gd", "ngd", "polyak")
 LABEL = {"gd": "GD", "ngd": "NGD", "polyak": "Polyak"}
 
@@ -228,3 +229,26 @@ def _summary(s, table, runs_df) -> dict:
                   for r in ("ngd", "polyak") for t in s.thresholds
                   for x, lb in [ratios(s, runs_df, r, t)]]
     return {"paper": PAPER, "rows": rows, "ratios": ratio_rows, "text": text}
+
+
+# -- the record: what the registry, CLI, store, budget and Reproduce page read --------
+def price(s: Settings) -> tuple:
+    """GD vs NGD vs Polyak (arXiv 2402.05738) on the same instances, and their SVMs."""
+    items = [(f"{s.runs} {rule} runs", limits.gd_work(n=s.n, T=s.T, d=s.d, steps=s.steps,
+                                                     runs=s.runs))
+             for rule in ("GD", "NGD", "Polyak")]
+    solves = 4 * s.runs            # feasibility at opt, then one per (rule, instance)
+    items.append((f"{solves} Att-SVMs (Frobenius), bulk",
+                  limits.bulk_svm_work(n=s.n, T=s.T, d=s.d, solves=solves)))
+    floats = limits.record_floats(n=s.n, T=s.T, d=s.d, steps=s.steps,
+                                  record_every=s.record_every, runs=s.runs)
+    return items, floats, dict(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=s.runs, solves=solves)
+
+
+RECORD = Experiment(
+    name=NAME, title=TITLE, paper=PAPER, Settings=Settings, run=run, price=price,
+    chart="attsvm_charts.experiments:adaptive_steps",
+    tiny=dict(runs=2, steps=400, record_every=10),
+    notes=NOTES,
+    followup=True,
+)

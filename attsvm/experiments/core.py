@@ -64,6 +64,60 @@ class Result:
     backend: dict = field(default_factory=dict)
 
 
+@dataclass(frozen=True, kw_only=True)
+class Experiment:
+    """One experiment, as everything else reads it: the registry (`experiments.run`,
+    `settings`, `price`), the command line, the results store, the hosted budget and the
+    Reproduce page. Each experiment module exports its `RECORD` (or `RECORDS`).
+
+    Attributes:
+        name: the registry name ("local-convergence", …).
+        title: a one-line title.
+        paper: the paper's reference statistic, as text, with its arXiv id.
+        Settings: the settings record (frozen dataclass; the defaults are the paper's).
+        run: run(settings, *, progress) → Result.
+        price: price(settings) → (items, floats, sizes): the work it does, priced by
+            `attsvm.limits`' formulas from the same loop sizes as `run`
+            (`experiments.budget.Price`).
+        chart: "module:function" in attsvm_charts that draws a Result (Altair stays out of
+            the library).
+        tiny: settings overrides for a shrunken run (the contract test's smoke size).
+        notes: where the authors' code differs, numerical caveats.
+        helped: whether its Python-bound work pays for helper processes (`ordered_map`).
+        followup: a follow-up paper's experiment (not part of `reproduce all`).
+        fixed: settings this name fixes (geometry-1's preset).
+    """
+
+    name: str
+    title: str
+    paper: str
+    Settings: type
+    run: Callable
+    price: Callable
+    chart: str
+    tiny: dict
+    notes: tuple = ()
+    helped: bool = False
+    followup: bool = False
+    fixed: dict = field(default_factory=dict)
+
+
+NORM_OF = {"W": "fro", "KQ": "nuc"}    # the SVM norm GD on each parameterization reaches
+
+
+def gd_price(what, *, n, T, d, steps, runs, param="W", queries="single", record_every=None,
+             span=True):
+    """(what, work) of GD runs (NGD in `attsvm.engine`: priced in its span form where it
+    takes it; span=False for another engine) and the floats one call records."""
+    item = (what, limits.gd_work(n=n, T=T, d=d, steps=steps, runs=runs, param=param,
+                                 queries=queries, record_every=record_every if span else None))
+    floats = 0
+    if record_every is not None:
+        floats = limits.record_floats(n=n, T=T, d=d, steps=steps, record_every=record_every,
+                                      runs=runs, queries=queries)
+    return item, floats
+
+
 def settings_dict(s) -> dict:
     """Settings as JSON-ready plain values (tuples become lists)."""
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(s).items()}
@@ -262,16 +316,19 @@ def _remote_chunk(source, inds, size, param, seed, judge, train_kw):
 # -- helper processes ----------------------------------------------------------------------
 HELPERS = 0     # processes `ordered_map` may use beside this one (`use_helper_processes`)
 _POOL: dict = {}  # the helpers' pool, by size: started once, kept for the process's life
+_SETUP = None     # a module-level function each helper calls first (`use_helper_processes`)
 
 
-def use_helper_processes(n: int | None) -> int:
+def use_helper_processes(n: int | None, *, setup=None) -> int:
     """Let `ordered_map` run work in `n` helper processes beside the caller's (default: one
     per core but the caller's; 0: none, the default), and start them now: each spends ≈ 3 s
     importing attsvm, which then overlaps the caller's own start instead of its first
     `ordered_map`. The CLI calls it; the app does not (a hosted visitor's call stays in the
-    server's process, within its price). Returns n."""
-    global HELPERS
+    server's process, within its price). `setup`: a module-level function each helper calls
+    once started (`runtime.configure` passes its own tuning). Returns n."""
+    global HELPERS, _SETUP
     HELPERS = max(0, int((os.cpu_count() or 1) - 1 if n is None else n))
+    _SETUP = setup
     if HELPERS:
         _helpers()
     return HELPERS
@@ -289,11 +346,13 @@ def stop_helper_processes() -> None:
     _POOL.clear()
 
 
-def _helper_init() -> None:
-    """A helper process: one BLAS thread, as `experiments.run` gives its caller; attsvm
-    imported (the spawned process starts bare)."""
+def _helper_init(setup=None) -> None:
+    """A helper process: `setup` (the caller's process tuning), one BLAS thread, as
+    `experiments.run` gives its caller; attsvm imported (the spawned process starts bare)."""
     from threadpoolctl import threadpool_limits
 
+    if setup is not None:
+        setup()
     from .. import fastsvm, svm  # noqa: F401
     threadpool_limits(limits=1, user_api="blas")
 
@@ -308,7 +367,7 @@ def _helpers():
         from concurrent.futures import ProcessPoolExecutor
 
         pool = ProcessPoolExecutor(HELPERS, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_helper_init)
+                                   initializer=_helper_init, initargs=(_SETUP,))
         # start every worker now: each imports attsvm before its first task
         entry = _POOL[HELPERS] = (pool, [pool.submit(int) for _ in range(HELPERS)])
     return entry

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .. import limits
 from ..metrics import correlation
 from ..model import jax
 from ..optimizers import AUTHORS_GRADIENT
@@ -27,7 +28,16 @@ from ..problems import (
 )
 from ..svm import solve_att_svm
 from ..training import train_batch
-from .core import Progress, Result, check_settings, fmt, no_progress, settings_dict
+from .core import (
+    Experiment,
+    Progress,
+    Result,
+    check_settings,
+    fmt,
+    gd_price,
+    no_progress,
+    settings_dict,
+)
 
 NAMES = ("geometry-1", "geometry-2")
 TITLE = "2-D geometry: GD paths W(k) z_i against the SVM directions"
@@ -211,3 +221,22 @@ def _summary(s, corr, svms) -> dict:
     }
     parts.append(f"rank W^mm {rank.get('fro')}, W^mm_* {rank.get('nuc')}")
     return {"paper": PAPER[s.preset], "rows": rows, "text": "; ".join(parts), "svm_rank": rank}
+
+
+# -- the records: what the registry, CLI, store, budget and Reproduce page read -------
+def price(s: Settings) -> tuple:
+    """(items, floats, sizes) of a run with `s` (`budget.Price`), from `run`'s loop sizes."""
+    p = paper_problem(s.preset)
+    items = [gd_price(f"GD on {param}", n=p.n, T=p.T, d=p.d, steps=s.steps, runs=1, param=param,
+                 record_every=1) for param in ("W", "KQ")]
+    svm = [(f"Att-SVM ({nm})", limits.svm_work(n=p.n, T=p.T, d=p.d, norm=nm))
+           for nm in ("fro", "nuc")]
+    return ([i for i, _ in items] + svm, max(f for _, f in items),
+            dict(n=p.n, T=p.T, d=p.d, steps=s.steps, runs=1))
+
+
+RECORDS = tuple(
+    Experiment(name=name, title=TITLE, paper=PAPER[name], Settings=Settings, run=run,
+               price=price, chart="attsvm_charts.experiments:geometry", tiny=dict(steps=200),
+               fixed=dict(preset=name))
+    for name in NAMES)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .. import fastsvm
+from .. import fastsvm, limits
 from ..metrics import correlation
 from ..optimizers import AUTHORS_GRADIENT
 from ..problems import (
@@ -26,10 +26,12 @@ from ..problems import (
     token_scores,
 )
 from .core import (
+    Experiment,
     Progress,
     Result,
     check_settings,
     fmt,
+    gd_price,
     no_progress,
     settings_dict,
     train_settings,
@@ -235,3 +237,24 @@ def _summary(s: Settings, curve, runs_df) -> dict:
         "; ".join(parts) + " (curves named by their SVM: the authors' saved legend mislabels them)"
     )
     return out
+
+
+# -- the record: what the registry, CLI, store, budget and Reproduce page read --------
+def price(s: Settings) -> tuple:
+    """(items, floats, sizes) of a run with `s` (`budget.Price`), from `run`'s loop sizes."""
+    gd = [gd_price(f"GD on {param}", n=s.n, T=s.T, d=s.d, steps=s.steps, runs=s.runs, param=param,
+              record_every=s.record_every) for param in s.params]
+    keys = s.runs * len(s.params)      # distinct (run, selection) pairs, at most
+    svm = [(f"{keys} × Att-SVM ({nm}), bulk",
+            limits.bulk_svm_work(n=s.n, T=s.T, d=s.d, norm=nm, solves=keys))
+           for nm in ("fro", "nuc")]
+    return ([i for i, _ in gd] + svm, max(f for _, f in gd),
+            dict(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=s.runs, solves=2 * keys))
+
+
+RECORD = Experiment(
+    name=NAME, title=TITLE, paper=PAPER, Settings=Settings, run=run, price=price,
+    chart="attsvm_charts.experiments:local_convergence",
+    tiny=dict(runs=4, steps=200, record_every=50),
+    notes=NOTES,
+)

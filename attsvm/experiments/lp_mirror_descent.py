@@ -29,12 +29,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .. import limits
 from .. import optimizers as O
 from ..metrics import correlation
 from ..problems import check_float, check_int, random_problem, token_scores
 from ..svm import constraint_rows, matrix_norm, solve_att_svm
 from ..training import train_batch
-from .core import Progress, Result, check_float_grid, fmt, no_progress, settings_dict
+from .core import Experiment, Progress, Result, check_float_grid, fmt, no_progress, settings_dict
 
 NAME = "lp-mirror-descent"
 TITLE = "ℓp mirror descent: each p converges toward its own ℓp-AttSVM"
@@ -51,7 +52,7 @@ NOTES = (
     "p = 1.25 converges slowest: the primal W = ∇ψ⁻¹(U) raises the dual's relative error to "
     "the power 1/(p−1) = 4. On seed 1 corr 0.932 / 0.973 / 0.981 / 0.990 / 0.993 at ‖W‖_F ≈ "
     "3e2 / 2.6e3 / 5.7e3 / 2.4e4 / 5.3e4. Past ‖W‖_F ≈ 2.6e3 every non-selected softmax weight "
-    "underflows (logit gaps > 745) and the plain exact gradient is 0: the run used to stop "
+    "underflows (logit gaps > 745) and the plain exact gradient is 0: a run on it stops "
     "there at 0.973 (median 0.974 over the 12 instances at ‖W‖_F = 300). The normalized step "
     "only uses the gradient's direction, so the engine computes it divided by the largest "
     "non-selected weight (model.centred_outputs) and MD keeps converging; its ‖∇L‖ record is 0.",
@@ -281,3 +282,35 @@ def _summary(s, by_p, runs_df, frames=None) -> dict:
                             for k, v in r.items()}
                            for r in frames["steepest_table"].to_dict("records")]
     return out
+
+
+# -- the record: what the registry, CLI, store, budget and Reproduce page read --------
+def price(s: Settings) -> tuple:
+    """ℓp mirror descent (arXiv 2410.14581): every (run, p) a GD-priced run; the ℓp-AttSVMs
+    are power-cone programs, priced with the conic formula."""
+    B = s.runs * len(s.ps)
+    gd = limits.gd_work(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=B)
+    solves = B * len(s.ps)          # at most: runs sharing a selection share its SVMs
+    items = [(f"{B} mirror-descent runs", gd),
+             (f"{solves} ℓp-AttSVMs (cvxpy)",
+              limits.svm_work(n=s.n, T=s.T, d=s.d, norm="lp", solves=solves))]
+    S = s.runs * len(s.steepest)    # steepest descent: fro, ℓ∞ and spectral SVM per run
+    if S:
+        items += [(f"{S} steepest-descent runs",
+                   limits.gd_work(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=S)),
+                  (f"{3 * S} fro/ℓ∞/spectral Att-SVMs (cvxpy)",
+                   limits.svm_work(n=s.n, T=s.T, d=s.d, norm="fro", solves=S)
+                   + limits.svm_work(n=s.n, T=s.T, d=s.d, norm="max", solves=2 * S))]
+    floats = limits.record_floats(n=s.n, T=s.T, d=s.d, steps=s.steps,
+                                  record_every=s.record_every, runs=B)
+    return items, floats, dict(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=B + S,
+                               solves=solves + 3 * S)
+
+
+RECORD = Experiment(
+    name=NAME, title=TITLE, paper=PAPER, Settings=Settings, run=run, price=price,
+    chart="attsvm_charts.experiments:lp_mirror_descent",
+    tiny=dict(runs=2, ps=(1.5, 3.0), steps=2000, record_every=250, radius=30.0),
+    notes=NOTES,
+    followup=True,
+)

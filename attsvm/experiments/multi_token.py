@@ -25,7 +25,7 @@ from functools import partial
 import numpy as np
 import pandas as pd
 
-from .. import fastsvm
+from .. import fastsvm, limits
 from ..metrics import correlation
 from ..optimizers import AUTHORS_GRADIENT
 from ..problems import check_float, random_candidate
@@ -37,12 +37,14 @@ from ..svm import (
     single_logits,
 )
 from .core import (
+    Experiment,
     Progress,
     Result,
     check_grid,
     check_settings,
     chunk_size,
     fmt,
+    gd_price,
     no_progress,
     settings_dict,
     stream,
@@ -323,3 +325,27 @@ def _summary(s, curve, frames) -> dict:
         + f"; accepted {int(cnt.accepted.sum())} of {int(cnt.seeds_tried.sum())} seeds"
     )
     return {"paper": PAPER, "rows": rows, "ordering_holds": bool(ordered), "text": text}
+
+
+# -- the record: what the registry, CLI, store, budget and Reproduce page read --------
+def price(s: Settings) -> tuple:
+    """(items, floats, sizes) of a run with `s` (`budget.Price`), from `run`'s loop sizes."""
+    items, floats = [], 0
+    cands = min(s.max_seeds, 64 * s.runs)   # acceptance falls to ~1.6 % at d = 10
+    for d in s.ds:
+        (what, w), _ = gd_price(f"d={d}: GD on {cands:,} candidates", n=s.n, T=s.T, d=d,
+                           steps=s.steps, runs=cands, record_every=s.record_every)
+        items.append((what, w))
+        items.append((f"d={d}: {s.runs} generalized SVMs",
+                      limits.bulk_svm_work(n=s.n, T=s.T, d=d, solves=s.runs)))
+        chunk = min(cands, chunk_size(10**9))   # the sweep records one chunk at a time
+        floats = max(floats, limits.record_floats(n=s.n, T=s.T, d=d, steps=s.steps,
+                                                  record_every=s.record_every, runs=chunk))
+    return items, floats, dict(n=s.n, T=s.T, d=max(s.ds), steps=s.steps, runs=s.runs)
+
+
+RECORD = Experiment(
+    name=NAME, title=TITLE, paper=PAPER, Settings=Settings, run=run, price=price,
+    chart="attsvm_charts.experiments:multi_token",
+    tiny=dict(ds=(4,), runs=2, steps=400, record_every=100, max_seeds=512),
+)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -40,7 +39,7 @@ from ..ntp import (
 from ..ntp.gd import curves
 from ..ntp.problem import check_sizes
 from ..problems import check_float, check_int
-from .core import Progress, Result, fmt, mean_std, no_progress, settings_dict
+from .core import Experiment, Progress, Result, fmt, gd_price, mean_std, no_progress, settings_dict
 
 # The authors' printed numbers (the saved outputs of their notebooks), instances 0-9.
 GLOBAL_CORR = (0.98744261, 0.98757892, 0.98401835, 0.98774575, 0.98767699, 0.99123754,
@@ -336,10 +335,29 @@ def _local_summary(inst: pd.DataFrame) -> tuple[str, dict]:
     return text, out
 
 
-GLOBAL = SimpleNamespace(NAME="ntp-global", TITLE="Next-token prediction: global convergence "
-                         "to W^fin + R·W^svm (arXiv 2403.08081)", PAPER=PAPER["ntp-global"],
-                         NOTES=NOTES["ntp-global"], Settings=Settings, run=run_global)
-LOCAL = SimpleNamespace(NAME="ntp-local", TITLE="Next-token prediction: local convergence to "
-                        "the local Graph-SVM (arXiv 2403.08081)", PAPER=PAPER["ntp-local"],
-                        NOTES=NOTES["ntp-local"], Settings=LocalSettings, run=run_local)
-MODULES = {GLOBAL.NAME: GLOBAL, LOCAL.NAME: LOCAL}
+# -- the records: what the registry, CLI, store, budget and Reproduce page read -------
+def price(s: Settings) -> tuple:
+    """Next-token prediction (arXiv 2403.08081): NGD on W and on the reduced data for W^fin
+    (twice more for the local variant), and one or two Graph-SVMs per instance."""
+    runs = s.instances * (4 if isinstance(s, LocalSettings) else 2)
+    item, floats = gd_price(f"NGD on W and W^fin ({s.instances} instances)", n=s.n, T=s.T, d=s.d,
+                       steps=s.steps, runs=runs, record_every=s.record_every,
+                       span=False)              # the next-token model: never the span form
+    svm = (f"{2 * s.instances} Graph-SVMs", limits.graph_svm_work(n=s.n, T=s.T, d=s.d,
+                                                                  solves=s.instances * 2))
+    return [item, svm], floats, dict(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=runs,
+                                     solves=2 * s.instances)
+
+
+RECORDS = (
+    Experiment(name="ntp-global", title="Next-token prediction: global convergence to "
+               "W^fin + R·W^svm (arXiv 2403.08081)", paper=PAPER["ntp-global"],
+               notes=NOTES["ntp-global"], Settings=Settings, run=run_global, price=price,
+               chart="attsvm_charts.ntp:ntp_global", tiny=dict(instances=1, steps=500),
+               followup=True),
+    Experiment(name="ntp-local", title="Next-token prediction: local convergence to the "
+               "local Graph-SVM (arXiv 2403.08081)", paper=PAPER["ntp-local"],
+               notes=NOTES["ntp-local"], Settings=LocalSettings, run=run_local, price=price,
+               chart="attsvm_charts.ntp:ntp_local", tiny=dict(instances=1, steps=500),
+               followup=True),
+)

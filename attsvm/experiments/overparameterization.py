@@ -16,16 +16,20 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from .. import limits
 from ..config import norm_for
 from ..optimizers import AUTHORS_GRADIENT
 from ..problems import check_choice, random_problem
 from ..studies import classify_runs
 from .core import (
+    NORM_OF,
+    Experiment,
     Progress,
     Result,
     check_grid,
     check_settings,
     fmt,
+    gd_price,
     no_progress,
     ordered_concat,
     settings_dict,
@@ -152,3 +156,28 @@ def _summary(s, frac) -> dict:
         f"{fmt(frac.feasible_opt.max(), 2)} of instances"
     )
     return {"paper": PAPER, "rows": rows, "text": text}
+
+
+# -- the record: what the registry, CLI, store, budget and Reproduce page read --------
+def price(s: Settings) -> tuple:
+    """(items, floats, sizes) of a run with `s` (`budget.Price`), from `run`'s loop sizes."""
+    items, floats = [], 0
+    for d in s.ds:
+        (what, w), f = gd_price(f"d={d}: GD", n=s.n, T=s.T, d=d, steps=s.steps, runs=s.runs,
+                           param=s.param, record_every=s.steps)
+        items.append((what, w))
+        floats = max(floats, f)
+        items.append((f"d={d}: SVMs at α and at opt",
+                      limits.bulk_svm_work(n=s.n, T=s.T, d=d, norm=NORM_OF[s.param],
+                                           solves=s.runs)
+                      + limits.bulk_svm_work(n=s.n, T=s.T, d=d, solves=s.runs)))
+    return items, floats, dict(n=s.n, T=s.T, d=max(s.ds), steps=s.steps, runs=s.runs,
+                               solves=2 * s.runs * len(s.ds))
+
+
+RECORD = Experiment(
+    name=NAME, title=TITLE, paper=PAPER, Settings=Settings, run=run, price=price,
+    chart="attsvm_charts.experiments:overparameterization",
+    tiny=dict(ds=(2, 6), runs=4, steps=200),
+    helped=HELPED,
+)

@@ -14,10 +14,19 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .. import limits
 from .. import staircase as sc
 from ..problems import check_choice, check_int, random_problem
-from .core import (Progress, Result, check_float_grid, check_settings, fmt, no_progress,
-                   settings_dict)
+from .core import (
+    Experiment,
+    Progress,
+    Result,
+    check_float_grid,
+    check_settings,
+    fmt,
+    no_progress,
+    settings_dict,
+)
 
 NAME = "rank-staircase"
 TITLE = "Rank from small init: ΔW = KQᵀ − K₀Q₀ᵀ gains rank one step at a time"
@@ -115,3 +124,27 @@ def _summary(s, by, take) -> dict:
     rows = [{k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in r.items()}
             for r in by.to_dict("records")]
     return {"paper": PAPER, "rows": rows, "text": text}
+
+
+# -- the record: what the registry, CLI, store, budget and Reproduce page read --------
+def price(s: Settings) -> tuple:
+    """(K, Q)-GD from each init scale α (arXiv 2306.07042), then the selections' nuclear
+    Att-SVMs (classification and rank), bulk."""
+    B = s.runs * len(s.alphas)
+    solves = 3 * B              # classify_runs (at α and at opt) and the rank's nuclear SVM
+    items = [(f"{B} (K, Q) runs", limits.gd_work(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=B,
+                                                 param="KQ")),
+             (f"{solves} Att-SVMs (nuclear), bulk",
+              limits.bulk_svm_work(n=s.n, T=s.T, d=s.d, solves=solves, norm="nuc"))]
+    floats = limits.record_floats(n=s.n, T=s.T, d=s.d, steps=s.steps,
+                                  record_every=s.record_every, runs=s.runs)
+    return items, floats, dict(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=B, solves=solves)
+
+
+RECORD = Experiment(
+    name=NAME, title=TITLE, paper=PAPER, Settings=Settings, run=run, price=price,
+    chart="attsvm_charts.staircase:rank_staircase",
+    tiny=dict(runs=8, steps=1000, record_every=50, alphas=(1e-4, 1.0), ratio_step=1000),
+    notes=NOTES,
+    followup=True,
+)

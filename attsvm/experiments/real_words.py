@@ -24,13 +24,24 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .. import fastsvm, text
+from .. import fastsvm, limits, text
 from ..config import norm_for
 from ..metrics import correlation
 from ..problems import Problem, check_choice, check_subset, optimal_tokens
 from ..svm import classify_selection, solve_att_svm
 from ..training import train
-from .core import Progress, Result, check_grid, check_settings, fmt, no_progress, settings_dict
+from .core import (
+    NORM_OF,
+    Experiment,
+    Progress,
+    Result,
+    check_grid,
+    check_settings,
+    fmt,
+    gd_price,
+    no_progress,
+    settings_dict,
+)
 
 NAME = "real-words"
 TITLE = "Real words: attention picks the word that decides the label (GloVe 50-d)"
@@ -165,3 +176,35 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
                                                                           ignore_index=True),
                                      "feasibility": feas_df},
                   summary=summary, settings=settings_dict(s), notes=NOTES)
+
+
+# -- the record: what the registry, CLI, store, budget and Reproduce page read --------
+def price(s: Settings) -> tuple:
+    """(items, floats, sizes) of a run with `s` (`budget.Price`), from `run`'s loop sizes."""
+    items, floats, big = [], 0, (1, 1)
+    norm = NORM_OF[s.param]
+    for name, (n, T) in task_sizes(s).items():
+        big = max(big, (n, T))
+        (what, w), f = gd_price(f"{name}: GD", n=n, T=T, d=50, steps=s.steps, runs=1,
+                           param=s.param, record_every=s.record_every)
+        items.append((what, w))
+        floats = max(floats, f)
+        items.append((f"{name}: 2 Att-SVMs", limits.svm_work(n=n, T=T, d=50, norm=norm,
+                                                             solves=2)))
+        for d in s.ds:
+            m = min(s.subset_n, n)
+            items.append((f"{name}: {s.subsets} subset SVMs at d={d}",
+                          limits.bulk_svm_work(n=m, T=T, d=d, solves=s.subsets)
+                          + limits.bulk_svm_work(n=n, T=T, d=d)))
+    solves = len(s.tasks) * (2 + len(s.ds) * (s.subsets + 1))
+    return items, floats, dict(n=big[0], T=big[1], d=50, steps=s.steps, runs=1, solves=solves)
+
+
+RECORD = Experiment(
+    name=NAME, title=TITLE, paper=PAPER, Settings=Settings, run=run, price=price,
+    chart="attsvm_charts.experiments:real_words",
+    tiny=dict(tasks=("polar", "topic"), n=10, steps=200, record_every=50, ds=(4, 50),
+                   subsets=3, subset_n=6),
+    notes=NOTES,
+    followup=True,
+)

@@ -24,10 +24,12 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import minimize
 
+from .. import limits
 from ..metrics import correlation
 from ..problems import check_float, check_subset, random_problem, token_scores
 from ..svm import solve_att_svm
 from .core import (
+    Experiment,
     Progress,
     Result,
     check_settings,
@@ -248,3 +250,23 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
         ],
     }
     return Result(name=NAME, frames={"path": path}, summary=summary, settings=settings_dict(s))
+
+
+# -- the record: what the registry, CLI, store, budget and Reproduce page read --------
+def price(s: Settings) -> tuple:
+    """(items, floats, sizes) of a run with `s` (`budget.Price`), from `run`'s loop sizes."""
+    items = [(f"Att-SVM ({nm})", limits.svm_work(n=s.n, T=s.T, d=s.d, norm=nm))
+             for nm in ("fro", "nuc")]
+    mins = s.radii * (s.restarts + 1)
+    for param in s.params:
+        items.append((f"{param}: {mins} minimizations over spheres",
+                      limits.sphere_work(n=s.n, T=s.T, d=s.d, param=param,
+                                         minimizations=mins)))
+    return items, 0, dict(n=s.n, T=s.T, d=s.d, solves=2)
+
+
+RECORD = Experiment(
+    name=NAME, title=TITLE, paper=PAPER, Settings=Settings, run=run, price=price,
+    chart="attsvm_charts.experiments:regularization_path",
+    tiny=dict(n=3, T=4, d=4, radii=4, r_max=50.0, restarts=0),
+)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .. import fastsvm
+from .. import fastsvm, limits
 from ..config import norm_for
 from ..metrics import correlation
 from ..optimizers import AUTHORS_GRADIENT
@@ -27,10 +27,13 @@ from ..problems import (
     random_problem,
 )
 from .core import (
+    NORM_OF,
+    Experiment,
     Progress,
     Result,
     check_settings,
     fmt,
+    gd_price,
     mean_std,
     no_progress,
     settings_dict,
@@ -132,3 +135,26 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
         summary=summary,
         settings=settings_dict(s),
     )
+
+
+# -- the record: what the registry, CLI, store, budget and Reproduce page read --------
+def price(s: Settings) -> tuple:
+    """(items, floats, sizes) of a run with `s` (`budget.Price`), from `run`'s loop sizes."""
+    items, floats = [], 0
+    for mode in s.modes:
+        (what, w), f = gd_price(f"{mode}: GD", n=s.n, T=s.T, d=s.d, steps=s.steps, runs=s.runs,
+                           param=s.param, queries=mode, record_every=s.record_every)
+        items.append((what, w))
+        floats = max(floats, f)
+        items.append((f"{mode}: {s.runs} per-query SVMs",
+                      limits.bulk_svm_work(n=s.n, T=s.T, d=s.d, norm=NORM_OF[s.param],
+                                           queries=mode, solves=s.runs)))
+    return items, floats, dict(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=s.runs,
+                               solves=s.runs * len(s.modes))
+
+
+RECORD = Experiment(
+    name=NAME, title=TITLE, paper=PAPER, Settings=Settings, run=run, price=price,
+    chart="attsvm_charts.experiments:sequence_causal",
+    tiny=dict(runs=3, steps=200),
+)

@@ -19,9 +19,10 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
+from .. import limits
 from ..problems import check_choice, check_float, random_problem
 from ..stack import audit_stack, random_values, train_stack, values_default
-from .core import Progress, Result, check_settings, fmt, no_progress, settings_dict
+from .core import Experiment, Progress, Result, check_settings, fmt, no_progress, settings_dict
 
 NAME = "svm-hierarchy"
 TITLE = "A hierarchy of SVMs? Each head of L layers against the Att-SVM of its own selection"
@@ -149,3 +150,38 @@ def _summary(s: Settings, layers: pd.DataFrame) -> dict:
                  int(v) if isinstance(v, np.integer) else v) for k, v in r.items()}
             for r in layers.to_dict("records")]
     return {"paper": PAPER, "rows": rows, "text": text}
+
+
+# -- the record: what the registry, CLI, store, budget and Reproduce page read --------
+def price(s: Settings) -> tuple:
+    """(items, floats, sizes) of a run with `s` (`budget.Price`), from `run`'s loop sizes:
+    per (H, values) setting one batched stack run (`limits.stack_work`), then every head's
+    Att-SVM (earlier layers: every token a query; the last layer: one query)."""
+    items, solves, floats = [], 0, 0
+    for H in s.heads:
+        B = s.runs * len(s.values)
+        items.append((f"{B} stack runs, {s.layers} layers × {H} heads",
+                      limits.stack_work(n=s.n, T=s.T, d=s.d, layers=s.layers, heads=H,
+                                        steps=s.steps, runs=B)))
+        early = B * H * (s.layers - 1)
+        if early:
+            items.append((f"{early} Att-SVMs at every token",
+                          limits.svm_work(n=s.n, T=s.T, d=s.d, queries="sequence",
+                                          solves=early)))
+        items.append((f"{B * H} Att-SVMs at the query",
+                      limits.svm_work(n=s.n, T=s.T, d=s.d, solves=B * H)))
+        solves += B * H * s.layers
+        floats = max(floats, limits.stack_record_floats(
+            n=s.n, T=s.T, d=s.d, layers=s.layers, heads=H, steps=s.steps,
+            record_every=s.steps, runs=s.runs))
+    return items, floats, dict(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=s.runs,
+                               solves=solves)
+
+
+RECORD = Experiment(
+    name=NAME, title=TITLE, paper=PAPER, Settings=Settings, run=run, price=price,
+    chart="attsvm_charts.hierarchy:hierarchy_experiment",
+    tiny=dict(n=4, T=4, d=4, runs=1, steps=200, heads=(1,), values=("shared",)),
+    notes=NOTES,
+    followup=True,
+)

@@ -22,11 +22,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .. import fastsvm
+from .. import fastsvm, limits
 from ..problems import check_choice, check_float, check_int, random_problem, token_scores
 from ..studies import rank_rows
 from ..svm import solve_att_svm
 from .core import (
+    Experiment,
     Progress,
     Result,
     check_grid,
@@ -252,3 +253,31 @@ def _summary(s, cells) -> dict:
         )
     )
     return {"paper": PAPER, "rows": rows, "feasible_fraction": feas, "text": text}
+
+
+# -- the record: what the registry, CLI, store, budget and Reproduce page read --------
+def price(s: Settings) -> tuple:
+    """(items, floats, sizes) of a run with `s` (`budget.Price`), from `run`'s loop sizes."""
+    items, solves = [], 0
+    for n, T in s.pairs:
+        for d in s.ds:
+            if s.style == "accurate":     # draws until `runs` feasible: max_draws at worst
+                fro = limits.bulk_svm_work(n=n, T=T, d=d, solves=s.max_draws)
+                nuc = limits.bulk_svm_work(n=n, T=T, d=d, norm="nuc", solves=s.runs)
+            else:
+                fro = limits.bulk_svm_work(n=n, T=T, d=d, solves=s.runs)
+                nuc = limits.svm_work(n=n, T=T, d=d, norm="nuc", solves=s.runs)
+            solves += 2 * s.runs     # the count cap: the solves kept (extra draws: in work)
+            items.append((f"n={n}, T={T}, d={d}: SVMs", fro + nuc))
+    n = max(p[0] for p in s.pairs)
+    T = max(p[1] for p in s.pairs)
+    return items, 0, dict(n=n, T=T, d=max(s.ds), runs=s.runs, solves=solves)
+
+
+RECORD = Experiment(
+    name=NAME, title=TITLE, paper=PAPER, Settings=Settings, run=run, price=price,
+    chart="attsvm_charts.experiments:svm_rank",
+    tiny=dict(pairs=((5, 5),), ds=(2, 5), runs=5, max_draws=60),
+    notes=NOTES,
+    helped=HELPED,
+)

@@ -14,10 +14,19 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .. import limits
 from .. import staircase as sc
 from ..problems import check_float, check_int, random_problem
-from .core import (Progress, Result, check_float_grid, check_settings, fmt, no_progress,
-                   settings_dict)
+from .core import (
+    Experiment,
+    Progress,
+    Result,
+    check_float_grid,
+    check_settings,
+    fmt,
+    no_progress,
+    settings_dict,
+)
 
 NAME = "weight-decay"
 TITLE = "Weight decay = nuclear norm: (‖K‖² + ‖Q‖²)/2 → ‖KQᵀ‖_* at rate 2ηλ"
@@ -114,3 +123,29 @@ def _summary(s, by) -> dict:
     rows = [{k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in r.items()}
             for r in by.to_dict("records")]
     return {"paper": PAPER, "rows": rows, "text": text}
+
+
+# -- the record: what the registry, CLI, store, budget and Reproduce page read --------
+def price(s: Settings) -> tuple:
+    """(K, Q)-GD with weight decay λ (arXiv 2410.23819) in `segments` pieces, then the
+    selections' nuclear Att-SVMs."""
+    B = s.runs * len(s.lambdas)
+    solves = 3 * B
+    items = [(f"{B} (K, Q) runs", limits.gd_work(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=B,
+                                                 param="KQ")),
+             (f"{solves} Att-SVMs (nuclear), bulk",
+              limits.bulk_svm_work(n=s.n, T=s.T, d=s.d, solves=solves, norm="nuc")),
+             (f"{s.segments * len(s.lambdas)} GD calls (≈ 5 ms each)",
+              5e6 * s.segments * len(s.lambdas))]
+    floats = limits.record_floats(n=s.n, T=s.T, d=s.d, steps=s.steps // s.segments,
+                                  record_every=s.steps // s.segments, runs=s.runs)
+    return items, floats, dict(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=B, solves=solves)
+
+
+RECORD = Experiment(
+    name=NAME, title=TITLE, paper=PAPER, Settings=Settings, run=run, price=price,
+    chart="attsvm_charts.staircase:weight_decay",
+    tiny=dict(runs=4, steps=2000, segments=20, lambdas=(0.0, 0.02)),
+    notes=NOTES,
+    followup=True,
+)

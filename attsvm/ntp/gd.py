@@ -17,8 +17,9 @@ contributions) is treated as 0: a normalized step would otherwise blow it up int
 step in a random direction. This is what keeps W^fin exactly 0 on symmetric 2-cycles, where
 the authors' torch gradient cancels to exactly 0 ("Norm of grad: 0.").
 
-One compiled program runs a batch of instances of one shape: `vmap` over runs of a
-`lax.scan` over records; lr and record_every are traced (no recompile on a new value).
+GD runs in the attention GD engine (`engine.simulate`, with this model's `value_and_grad`):
+one compiled program per batch shape, lr and record_every traced (no recompile on a new
+value), the engine's rules, records and overflow handling.
 """
 from __future__ import annotations
 
@@ -29,8 +30,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..engine import TraceCounter
+from .. import engine
 from ..model import jax, jnp
+from ..optimizers import Hyper, Optimizer, OptState, make_optimizer
 from ..problems import check_choice, check_float, check_int, check_record_every
 from .graph import cyclic_basis, project, reduced_mask, scc_ids, top_scc_mass
 from .problem import NTPProblem
@@ -85,53 +87,46 @@ def logits(W, data: NTPData):
     return jnp.einsum("ntd,de,ne->nt", data.X, W, data.z)
 
 
-TRACES = TraceCounter()         # of `_simulate`
+def value_and_grad(data: NTPData, head: str, loss: str):
+    """The engine's model hook (`engine.simulate(value_and_grad=…)`): W → ((L, (L, s, W, 0)),
+    ∇L) on one run's `data`, ∇L = Σ_it (∂L/∂a_it) x_it z_iᵀ from the logits' gradient, set
+    to exactly 0 when it is roundoff (`ROUNDOFF`, module doc)."""
+    vg = jax.value_and_grad(partial(_objective, data=data, head=head, loss=loss),
+                            has_aux=True)
+    xn = jnp.linalg.norm(data.X, axis=-1)                        # (n, T)
+    zn = jnp.linalg.norm(data.z, axis=-1)                        # (n,)
+
+    def value_and_grad_W(W):
+        (L, s), ga = vg(logits(W, data))                         # ga: (n, T)
+        G = jnp.einsum("nt,ntd,ne->de", ga, data.X, data.z)
+        scale = jnp.sum(jnp.abs(ga) * xn * zn[:, None])
+        gn = jnp.sqrt(jnp.sum(G * G))
+        G = jnp.where(gn <= ROUNDOFF * scale, 0.0, G)
+        return (L, (L, s, W, jnp.zeros((), W.dtype))), G
+
+    return value_and_grad_W
+
+
+def _objective(a, *, data: NTPData, head: str, loss: str):
+    ell, s = _per_sample(a, data, head, loss)
+    return jnp.sum(data.w * ell), s
+
+
+def _authors_ngd(G, state: OptState, W, hyper: Hyper):
+    """The authors' normalized step, W ← W − η ∇L / (‖∇L‖_F + ε₀) (`train_utils.py`), with
+    the plain Frobenius norm (the attention rule "ngd" scales it by max|∇L| first, which
+    rounds differently)."""
+    gn = jnp.sqrt(jnp.sum(G * G))
+    return W - hyper.lr * (G / (gn + hyper.eps)), state._replace(count=state.count + 1)
+
+
+RULES = {"ngd": Optimizer(init=make_optimizer("gd").init, update=_authors_ngd), "gd": "gd"}
 
 
 def compile_count() -> int:
-    """How many programs the next-token engine has compiled in this process."""
-    return TRACES.count
-
-
-@partial(jax.jit, static_argnames=("head", "loss", "normalized", "n_records"))
-def _simulate(W0, data: NTPData, lr, record_every, *, head, loss, normalized, n_records):
-    """Batched GD: W0 (B, d, d), data with a leading run axis B. Records k = 0 … n_records."""
-    TRACES.tick()               # a Python side effect: runs at trace time only
-
-    def one_run(W0, data):
-        def obj(a):
-            ell, s = _per_sample(a, data, head, loss)
-            return jnp.sum(data.w * ell), s
-
-        vg = jax.value_and_grad(obj, has_aux=True)
-        xn = jnp.linalg.norm(data.X, axis=-1)                    # (n, T)
-        zn = jnp.linalg.norm(data.z, axis=-1)                    # (n,)
-
-        def grad(W):
-            (L, s), ga = vg(logits(W, data))                     # ga: (n, T)
-            G = jnp.einsum("nt,ntd,ne->de", ga, data.X, data.z)
-            scale = jnp.sum(jnp.abs(ga) * xn * zn[:, None])
-            gn = jnp.sqrt(jnp.sum(G * G))
-            G = jnp.where(gn <= ROUNDOFF * scale, 0.0, G)
-            gn = jnp.sqrt(jnp.sum(G * G))
-            return L, s, G, gn
-
-        def step(W):
-            L, s, G, gn = grad(W)
-            upd = G / (gn + NORM_EPS) if normalized else G
-            return W - lr * upd, (W, s, L, gn)
-
-        def chunk(W, j):
-            W, rec = step(W)                                     # record the chunk's start
-            todo = jnp.where(j < n_records, record_every - 1, 0)
-            W = jax.lax.fori_loop(0, todo, lambda _, W: step(W)[0], W)
-            return W, rec
-
-        # the extra last chunk only records the final state (its update is discarded)
-        _, recs = jax.lax.scan(chunk, W0, jnp.arange(n_records + 1))
-        return recs
-
-    return jax.vmap(one_run)(W0, data)
+    """How many programs the GD engine has compiled in this process (next-token runs
+    included: they run in it, `engine.simulate`)."""
+    return engine.compile_count()
 
 
 @dataclass(frozen=True, eq=False)
@@ -201,15 +196,19 @@ def _settings(steps, lr, loss, head, optimizer, record_every):
 
 
 def run_batch(datas: list[dict], inits, **cfg) -> NTPTrajectory:
-    """GD on a batch of prepared data dicts (equal shapes) from `inits` (B, d, d)."""
+    """GD on a batch of prepared data dicts (equal shapes) from `inits` (B, d, d), in the
+    attention GD engine (`engine.simulate`) with this model's gradient (`value_and_grad`)
+    and the rule "ngd" (ε₀ = `NORM_EPS`) or "gd"."""
     stacked = NTPData(**{k: jnp.asarray(np.stack([dd[k] for dd in datas]))
                          for k in NTPData._fields})
     W0 = jnp.asarray(np.stack([np.asarray(a, float) for a in inits]))
-    recs = _simulate(W0, stacked, jnp.asarray(cfg["lr"], jnp.float64),
-                     jnp.asarray(cfg["record_every"], jnp.int64), head=cfg["head"],
-                     loss=cfg["loss"], normalized=cfg["optimizer"] == "ngd",
-                     n_records=cfg["steps"] // cfg["record_every"])
-    W, S, L, G = (np.asarray(a) for a in recs)
+    hyper = Hyper(lr=jnp.asarray(cfg["lr"], jnp.float64), eps=jnp.asarray(NORM_EPS))
+    recs, _, _ = engine.simulate(
+        W0, stacked, hyper, jnp.zeros(()), jnp.asarray(cfg["record_every"], jnp.int64),
+        rule=RULES[cfg["optimizer"]], param="W", head=cfg["head"], loss=cfg["loss"], centred=False,
+        n_records=cfg["steps"] // cfg["record_every"], value_and_grad=value_and_grad)
+    # the engine's records are record-major (k, B, ...)
+    W, S, L, G = (np.moveaxis(np.asarray(a), 0, 1) for a in recs)
     return NTPTrajectory(W=W, probs=S, loss=L, grad_norm=G,
                          steps=np.arange(0, cfg["steps"] + 1, cfg["record_every"]),
                          settings=dict(cfg))
