@@ -30,11 +30,11 @@ import platform
 import re
 import threading
 import warnings
-from collections import Counter, deque
+from collections import Counter
 from concurrent.futures import Executor
 from typing import Iterator
 
-from .experiments.core import CLUSTER
+from .experiments.core import CLUSTER, in_order
 from .store import sources_fingerprint
 
 ENV = "ATTSVM_CLUSTER"
@@ -212,28 +212,9 @@ class Remote:
         judges). `PER_THREAD` tasks per worker thread in flight, the next submitted before
         the caller gets an answer; those not yet read are cancelled when the caller stops.
         A task whose worker dies is rerun by Dask elsewhere, with the same bits."""
-        depth = PER_THREAD * self.threads()
-        tasks = iter(tasks)
-        pending: deque = deque()
-
-        def fill():
-            while len(pending) < depth:
-                nxt = next(tasks, None)
-                if nxt is None:
-                    return
-                key, fn, args = nxt
-                pending.append((key, self.submit(fn, *args)))
-
-        try:
-            fill()
-            while pending:
-                key, fut = pending.popleft()
-                out = self.result(fut)
-                fill()
-                yield key, out
-        finally:
-            for _, fut in pending:
-                fut.cancel()
+        for (key, _, _), out in in_order(tasks, lambda t: self.submit(t[1], *t[2]),
+                                         PER_THREAD * self.threads(), self.result):
+            yield key, out
 
     def map(self, fn, items: list, progress) -> list:
         """[fn(*item) for item in items], each item a task (`experiments.core.ordered_map`

@@ -566,3 +566,33 @@ def test_stopped_helpers_are_gone_and_a_later_map_starts_new_ones(monkeypatch):
     assert all(gone(w.pid) for w in workers)
     assert core.ordered_map(pow, items) == [k * k for k in range(6)]
     core.stop_helper_processes()
+
+
+def test_in_order_keeps_a_bounded_window_in_order_and_cancels_the_unread():
+    from concurrent.futures import Future
+
+    from attsvm.experiments.core import in_order
+    submitted, futures = [], []
+
+    def submit(x):
+        submitted.append(x)
+        f = Future()
+        f.set_result(x * x)
+        futures.append(f)
+        return f
+
+    it = in_order(range(100), submit, 3)
+    assert [next(it) for _ in range(4)] == [(0, 0), (1, 1), (2, 4), (3, 9)]
+    assert submitted == list(range(7))      # 3 ahead of what was read, never the whole stream
+    it.close()
+    assert len(submitted) == 7              # nothing more taken once the caller stops
+    pending = []
+
+    def submit_pending(x):
+        pending.append(Future())
+        return pending[-1]
+
+    gen = in_order(range(10), submit_pending, 2, wait=lambda f: None)
+    next(gen)
+    gen.close()
+    assert [f.cancelled() for f in pending] == [False, True, True]

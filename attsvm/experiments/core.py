@@ -13,6 +13,7 @@ program, and GD amplifies the last-bit differences).
 from __future__ import annotations
 
 import contextvars
+import itertools
 import math
 import os
 from collections import deque
@@ -257,26 +258,41 @@ def stream(chunks: Iterator, size: int, *, param: str = "W", seed: int = 0, judg
         return _slice(tr, n)
 
     pool = ThreadPoolExecutor(max_workers=depth)
-    items = enumerate(chunks)
+
+    def submit(item):
+        k, (_, ps, inds) = item
+        return pool.submit(job, k, ps, inds)
+
+    try:
+        for (_, (key, ps, _)), tr in in_order(enumerate(chunks), submit, depth):
+            yield key, (tr if judge is None else judge(ps, tr))
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def in_order(items, submit: Callable, depth: int, wait: Callable = lambda f: f.result()):
+    """(item, wait(submit(item))) for each of `items`, in their order, with at most `depth`
+    submitted and not yet read: the next is submitted before the caller gets an answer (the
+    workers wait neither for the caller nor for each other), items are taken only as
+    answers are read (a stream may be endless), and those not read are cancelled when the
+    caller stops. `stream` and `attsvm.cluster.Remote.stream` run on it."""
+    items = iter(items)
     pending: deque = deque()
 
     def fill():
-        while len(pending) < depth:
-            nxt = next(items, None)
-            if nxt is None:
-                return
-            k, (key, ps, inds) = nxt
-            pending.append((key, ps, pool.submit(job, k, ps, inds)))
+        for item in itertools.islice(items, depth - len(pending)):
+            pending.append((item, submit(item)))
 
     try:
         fill()
         while pending:
-            key, ps, fut = pending.popleft()
-            tr = fut.result()
-            fill()              # the freed device's next chunk, before the caller's work
-            yield key, (tr if judge is None else judge(ps, tr))
+            item, fut = pending.popleft()
+            out = wait(fut)
+            fill()              # the freed worker's next item, before the caller's work
+            yield item, out
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        for _, fut in pending:
+            fut.cancel()
 
 
 # The cluster the sweeps run on (an `attsvm.cluster.Remote`, set by `attsvm.cluster.use`);
