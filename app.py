@@ -4,6 +4,7 @@ Run with `streamlit run app.py`. Every page is one short file in app_pages/. (No
 Streamlit reads a pages/ folder beside this script as its legacy multipage layout until a
 run reaches st.navigation, and a fresh server's first deep link then says "Page not found".)
 """
+
 import os
 from pathlib import Path
 
@@ -15,8 +16,13 @@ os.environ.setdefault("ATTSVM_MALLOC", "system")
 
 import streamlit as st  # noqa: E402
 
-st.set_page_config(page_title="attsvm — Transformers as SVMs", page_icon=":material/hub:",
-                   layout="wide")
+from ui.serve import wait_for_preload  # noqa: E402
+
+wait_for_preload()  # under `python -m ui.serve`, its background imports finish first
+
+st.set_page_config(
+    page_title="attsvm — Transformers as SVMs", page_icon=":material/hub:", layout="wide"
+)
 
 # (file in app_pages/, title, icon, url)
 PAGES = [
@@ -39,29 +45,37 @@ PAGES = [
     ("reproduce.py", "Reproduce the paper", "description", "paper-figures"),
 ]
 here = Path(__file__).parent
-by_file = {file: st.Page(f"app_pages/{file}", title=title, icon=f":material/{icon}:",
-                         url_path=url, default=url is None)
-           for file, title, icon, url in PAGES if (here / "app_pages" / file).exists()}
+by_file = {
+    file: st.Page(
+        f"app_pages/{file}",
+        title=title,
+        icon=f":material/{icon}:",
+        url_path=url,
+        default=url is None,
+    )
+    for file, title, icon, url in PAGES
+    if (here / "app_pages" / file).exists()
+}
 pages = list(by_file.values())
 # The sidebar draws the page links itself so that they carry the settings in the URL.
 page = st.navigation(pages, position="hidden")
 
 from attsvm import runtime  # noqa: E402  (imports JAX)
 
-runtime.configure()                        # every core; programs outlive the server process
+runtime.configure()  # every core; programs outlive the server process
 
 from ui import hosted, results, sidebar, tour  # noqa: E402
 
 hosted.load_secrets_mode()
-results.start_filler()                     # the Reproduce page's results (attsvm.store)
+results.start_filler()  # the Reproduce page's results (attsvm.store)
 link = hosted.clean_link()
 sidebar.render(pages, page=page.url_path)
 tour.banner(by_file)
-note = st.sidebar.empty()                  # the "ignored link parameters" note, if any
+note = st.sidebar.empty()  # the "ignored link parameters" note, if any
 hosted.show_refused(note, page=page.url_path)
-complete = False                           # the page drew everything (no stop, no rerun)
+complete = False  # the page drew everything (no stop, no rerun)
 try:
-    with results.page_running():           # the background filler waits meanwhile
+    with results.page_running():  # the background filler waits meanwhile
         page.run()
     complete = True
 finally:
