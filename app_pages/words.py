@@ -3,6 +3,7 @@ import numpy as np
 import streamlit as st
 
 from attsvm import limits, text
+from attsvm.experiments import real_words
 from ui import cache, export_ui
 from ui.views import words as view
 from ui.widgets import BOUND, explained
@@ -41,23 +42,23 @@ else:
         sents, labels = text.parse_labelled(typed)
 
 with explained():
-    tp = text.build(sents, labels, query=query, head=head, d=int(d))
-    view.check_price(tp.problem, param, int(steps))
-    res = cache.words(tuple(sents), tuple(float(y) for y in labels),
-                      None if keys is None else tuple(keys), query, head, int(d), param,
-                      int(steps), float(lr))
-view.unknown_note(res["tp"])
-view.watch_live(res["tp"].problem, param, int(steps), float(lr),
-                (res["tp"].words, query, head, int(d), param, int(steps), float(lr)))
+    study = real_words.Study(sentences=tuple(sents), labels=tuple(float(y) for y in labels),
+                             keys=None if keys is None else tuple(keys), query=query,
+                             head=head, d=int(d), param=param, steps=int(steps), lr=float(lr))
+    view.check_price(study)
+    res = cache.words(study)
+prob = res.tp.problem
+view.unknown_note(res.tp)
+view.watch_live(res.tp, study)
 view.verdict(res, param)
-run = res["run"]
+run = res.fit.run
 k = st.select_slider("iteration shown", options=[int(s) for s in run.steps],
                      value=int(run.steps[-1]), key="words_k", **BOUND)
-shown = view.panels(res, int(np.searchsorted(run.steps, k)), param)
+shown = view.panels(res, int(np.searchsorted(run.steps, k)))
 export_ui.export_button(
-    key="words_export", problem=res["tp"].problem, page="Real words", charts=shown,
-    run=run, solutions={"fro" if param == "W" else "nuc": res["svm"]},
-    tables={"words": res["words"], "feasibility": res["feasibility"]})
+    key="words_export", problem=prob, page="Real words", charts=shown, run=run,
+    solutions={"fro" if param == "W" else "nuc": res.fit.svm},
+    tables={"words": res.words, "feasibility": res.feasibility})
 st.info("**What the theory cannot do here.** A fixed linear head scores each word alone, so "
         "negation (“not good”) is out of reach: no single word carries the label, and GD "
         "selects whichever word happens to score with it (often a neutral word with a small "

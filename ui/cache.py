@@ -18,6 +18,7 @@ import streamlit as st
 import attsvm
 from attsvm import experiments, joint, live, ntp, stack_live, staircase, studies
 from attsvm.config import ProblemSpec, TrainSpec
+from attsvm.experiments import real_words
 from attsvm.ntp import session as ntp_session
 
 from . import hosted
@@ -184,12 +185,9 @@ def staircase_study(pspec: ProblemSpec, alpha: float, kind: str, lam: float, rul
 # -- Real words ---------------------------------------------------------------------------------
 @st.cache_data(max_entries=16, ttl=TTL, show_spinner="Running GD on the sentences…")
 @hosted.metered
-def words(sentences: tuple, labels: tuple, keys: tuple | None, query: str, head: str, d: int,
-          param: str, steps: int, lr: float) -> dict:
-    """`attsvm.text.study.words_study` (the Real words page)."""
-    from attsvm.text.study import words_study
-    return words_study(list(sentences), list(labels), keys=None if keys is None else list(keys),
-                       query=query, head=head, d=d, param=param, steps=steps, lr=lr)
+def words(s: real_words.Study) -> real_words.WordsStudy:
+    """`attsvm.experiments.real_words.study` (the Real words page)."""
+    return real_words.study(s)
 
 
 # -- Deeper: a hierarchy of SVMs --------------------------------------------------------------

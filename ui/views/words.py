@@ -1,11 +1,11 @@
 """The Real words page's text and panels (Streamlit only; the numbers come from
-`attsvm.text.study`, the charts from `attsvm_charts.words`)."""
+`attsvm.experiments.real_words.study`, the charts from `attsvm_charts.words`)."""
 from __future__ import annotations
 
 import streamlit as st
 
 from attsvm import limits
-from attsvm.text import study
+from attsvm.experiments import real_words
 from attsvm_charts import words as charts
 
 from .. import about, hosted
@@ -26,13 +26,15 @@ def intro():
         "lengths are padded, and padding gets exactly zero attention and no SVM constraint.")
 
 
-def check_price(prob, param: str, steps: int):
-    """Refuse (BudgetError) a study over the active mode's caps or work budget."""
+def check_price(s: real_words.Study):
+    """Refuse (BudgetError) a study over the active mode's caps or work budget (its price:
+    `real_words.study_price`, the experiment's formula)."""
     hosted.check_session()
-    limits.check_gd(n=prob.n, T=prob.T, d=prob.d, steps=steps, param=param)
-    limits.check_svm(n=prob.n, T=prob.T, d=prob.d, norm="fro" if param == "W" else "nuc")
-    limits.check_work(study.study_work(n=prob.n, T=prob.T, d=prob.d, param=param,
-                                       steps=steps), what="GD on the sentences and its SVMs")
+    prob = s.build().problem
+    limits.check_gd(n=prob.n, T=prob.T, d=prob.d, steps=s.steps, param=s.param)
+    limits.check_svm(n=prob.n, T=prob.T, d=prob.d, norm="fro" if s.param == "W" else "nuc")
+    items, _ = real_words.study_price(s, prob.n, prob.T)
+    limits.check_work(sum(w for _, w in items), what="GD on the sentences and its SVMs")
 
 
 def unknown_note(tp):
@@ -43,37 +45,38 @@ def unknown_note(tp):
                    + (" …" if len(missing) > 40 else ""))
 
 
-def verdict(res, param: str):
-    sol, run = res["svm"], res["run"]
+def verdict(res: real_words.WordsStudy, param: str):
+    f = res.fit
+    sol, run = f.svm, f.run
     kind = {"global": "the global optimum (α = opt)", "local": "a local optimum",
             "feasible": "neither: feasible but not locally optimal",
-            "infeasible": "neither: its Att-SVM is infeasible"}[res["verdict"]]
+            "infeasible": "neither: its Att-SVM is infeasible"}[f.verdict]
     name = "W^mm_α (Frobenius)" if param == "W" else "W^mm_*,α (nuclear)"
     c = st.columns(4)
-    c[0].metric("GD's selection is", res["verdict"], help=kind)
-    c[1].metric(f"corr(W, {name})", "n/a" if not sol.feasible else f"{res['corr'][-1]:.5f}")
-    w = res["words"]
+    c[0].metric("GD's selection is", f.verdict, help=kind)
+    c[1].metric(f"corr(W, {name})", "n/a" if not sol.feasible else f"{f.corr[-1]:.5f}")
+    w = res.words
     sel = w[w.selected]
     c[2].metric("selected = key word", f"{sel.key.mean():.0%}" if w.key.any() else "n/a")
     c[3].metric("selected = optimal word", f"{sel.optimal.mean():.0%}"
-                if res["opt"] is not None else "tie")
-    if res["opt"] is None:
+                if f.opt is not None else "tie")
+    if f.opt is None:
         st.warning("A repeated word is the optimal token of a sentence (a tie): no unique "
                    "opt, so no global SVM.")
     st.caption(f"{run.probs.shape[1]} sentences, up to {run.probs.shape[2]} words; smallest "
                f"selected softmax weight {run.probs[-1].max(-1).min():.4f}.")
 
 
-def panels(res, j: int, param: str) -> dict:
+def panels(res: real_words.WordsStudy, j: int) -> dict:
     """The charts at record j; returns them by name (for the export)."""
-    run, words = res["run"], res["words"].copy()
-    words["weight"] = [float(res["weights"][j, i, t])
+    run, words = res.fit.run, res.words.copy()
+    words["weight"] = [float(run.probs[j, i, t])
                        for i, t in zip(words.sentence, words.position, strict=True)]
     shown = {"sentences": charts.sentence_weights(words, int(run.steps[j])),
              "margins": charts.sentence_margins(words),
-             "correlation": charts.corr_curve(run.steps, res["corr"], "direction of W(k)"),
-             "plane": charts.word_plane(res["plane"]),
-             "feasibility": charts.feasibility(res["feasibility"])}
+             "correlation": charts.corr_curve(run.steps, res.fit.corr, "direction of W(k)"),
+             "plane": charts.word_plane(res.plane),
+             "feasibility": charts.feasibility(res.feasibility)}
     about.chart(st, shown["sentences"], "words-sentences")
     about.chart(st, shown["margins"], "words-margins")
     left, right = st.columns(2)
@@ -85,15 +88,15 @@ def panels(res, j: int, param: str) -> dict:
                 "constraints and d² unknowns, real words stop being separable at small d, "
                 "and repeated words (“the … the”) can tie for the best score.")
     about.chart(st, shown["feasibility"], "words-feasibility")
-    st.dataframe(res["feasibility"], hide_index=True, key="words_feas_table")
+    st.dataframe(res.feasibility, hide_index=True, key="words_feas_table")
     with st.expander("Every word: weight, score γ, SVM margin"):
         st.dataframe(words, hide_index=True, key="words_table")
     return shown
 
 
-def watch_live(prob, param: str, steps: int, lr: float, key: tuple):
-    """GD on the sentences streamed in chunks (`attsvm.live`, the playground's engine): the
-    softmax weights of every word redrawn as W(k) moves, until `steps`."""
+def watch_live(tp, key: real_words.Study):
+    """GD on the sentences `tp` of the study `key` streamed in chunks (`attsvm.live`, the
+    playground's engine): the softmax weights of every word redrawn as W(k) moves."""
     from attsvm import live
     from attsvm.config import CHUNK_RECORDS, TrainSpec
 
@@ -102,7 +105,8 @@ def watch_live(prob, param: str, steps: int, lr: float, key: tuple):
                      help="Streams the same gradient descent in chunks and redraws the "
                           "weights; the panels below show its end."):
         return
-    tspec = TrainSpec(param=param, steps=steps, lr=lr)
+    prob, steps = tp.problem, key.steps
+    tspec = TrainSpec(param=key.param, steps=steps, lr=key.lr)
     state = st.session_state
     if state.get("words_live_key") != key:
         state["words_live_key"] = key
@@ -110,7 +114,7 @@ def watch_live(prob, param: str, steps: int, lr: float, key: tuple):
             key=key, every=live.live_every(steps), total=steps, W=None, probs=None, loss=None,
             grad_norm=None, steps=None, final=live.initial_params(prob, tspec), done=False,
             overflow=-1)
-    words = [(i, t, w, prob.Y[i]) for i, ws in enumerate(key[0]) for t, w in enumerate(ws)]
+    words = [(i, t, w, prob.Y[i]) for i, ws in enumerate(tp.words) for t, w in enumerate(ws)]
 
     @st.fragment(run_every=0.35 if not state["words_live_run"]["done"] else None)
     def frame():
