@@ -11,6 +11,10 @@ Each setting is a function of its own below, and each leaves a choice the user a
 made alone (XLA_FLAGS, `jax_num_cpu_devices`, ATTSVM_MALLOC, ATTSVM_XLA_CACHE). Numbers do
 not depend on any of them: a sweep's chunks are dealt to devices round-robin, and both
 XLA code generators give the engine's runs to rounding (tests/test_cores.py).
+
+The one process attsvm supervises, the server's background filler of the results store, has
+its own module (`attsvm.filler`: a niced process pinned to one core, paused while a visitor's
+page runs), started by the app (`ui/results.py`).
 """
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 import attsvm
-from attsvm import experiments, store
+from attsvm import experiments, filler, store
 from attsvm.__main__ import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -210,11 +210,11 @@ def test_killed_filler_leaves_no_partial_entry_and_the_next_completes(root):
 def test_the_filler_process_runs_niced_on_one_core_with_one_xla_thread(root, monkeypatch):
     monkeypatch.setenv("ATTSVM_MODE", "hosted")
     monkeypatch.setenv("ATTSVM_FILL", "svm-rank,no-such")
-    argv, env = store.background_command()
+    argv, env = filler.background_command()
     assert argv[3:] == [sys.executable, "-m", "attsvm", "fill", "svm-rank", "--cpu-devices",
                         "1", "--quiet"]
     assert env["ATTSVM_MODE"] == "local" and env["JAX_PLATFORMS"] == "cpu"
-    assert store.ONE_THREAD_XLA in env["XLA_FLAGS"] and env["OPENBLAS_NUM_THREADS"] == "1"
+    assert filler.ONE_THREAD_XLA in env["XLA_FLAGS"] and env["OPENBLAS_NUM_THREADS"] == "1"
     assert env["ATTSVM_RESULTS"] == str(root)
     probe = "import os; print(os.nice(0), len(os.sched_getaffinity(0)))"
     out = subprocess.run([*argv[:4], "-c", probe], capture_output=True, text=True,
@@ -226,7 +226,7 @@ def test_fill_settings_switch(monkeypatch):
     for value, want in (("0", ()), ("1", store.names()), ("svm-rank, geometry-1",
                                                          ("geometry-1", "svm-rank"))):
         monkeypatch.setenv("ATTSVM_FILL", value)
-        assert store.fill_names() == want
+        assert filler.fill_names() == want
     monkeypatch.setenv(store.SETTINGS_ENV, "[1, 2]")
     with pytest.raises(ValueError, match="ATTSVM_STORE_SETTINGS"):
         store.default_settings("svm-rank")
@@ -269,7 +269,7 @@ def test_a_paused_filler_is_suspended_until_resumed_and_stops_when_asked(root, m
     monkeypatch.setenv(store.SETTINGS_ENV, json.dumps(
         {**TINY, "svm-rank": {**TINY["svm-rank"], "runs": 400, "max_draws": 4000}}))
     monkeypatch.setenv("ATTSVM_FILL", "svm-rank")
-    f = store.Filler(root)
+    f = filler.Filler(root)
     try:
         assert f.running and f.pid
         f.pause(True)
