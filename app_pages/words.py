@@ -4,7 +4,7 @@ import streamlit as st
 
 from attsvm import limits, text
 from attsvm.experiments import real_words
-from ui import cache, export_ui
+from ui import cache
 from ui.views import words as view
 from ui.widgets import BOUND, explained
 
@@ -47,22 +47,11 @@ with explained():
                              head=head, d=int(d), param=param, steps=int(steps), lr=float(lr))
     view.check_price(study)
     res = cache.words(study)
-prob = res.tp.problem
 view.unknown_note(res.tp)
 view.watch_live(res.tp, study)
 view.verdict(res, param)
 run = res.fit.run
 k = st.select_slider("iteration shown", options=[int(s) for s in run.steps],
                      value=int(run.steps[-1]), key="words_k", **BOUND)
-shown = view.panels(res, int(np.searchsorted(run.steps, k)))
-export_ui.export_button(
-    key="words_export", problem=prob, page="Real words", charts=shown, run=run,
-    solutions={"fro" if param == "W" else "nuc": res.fit.svm},
-    tables={"words": res.words, "feasibility": res.feasibility})
-st.info("**What the theory cannot do here.** A fixed linear head scores each word alone, so "
-        "negation (“not good”) is out of reach: no single word carries the label, and GD "
-        "selects whichever word happens to score with it (often a neutral word with a small "
-        "fitted score). This page keeps the head at its lexicon fit; training it together "
-        "with the attention changes the scores and is possible in the library: "
-        "`attsvm.train(text.build(…).problem, train_v=True)` starts v at that fit.",
-        icon=":material/info:")
+view.export(res, view.panels(res, int(np.searchsorted(run.steps, k))), param)
+view.limitation()

@@ -8,7 +8,6 @@ Budgets (`attsvm.limits`) are checked by the callers *before* these run (see
 """
 from __future__ import annotations
 
-import json
 import threading
 from collections import OrderedDict
 
@@ -96,14 +95,12 @@ def generalized(pspec: ProblemSpec, tspec: TrainSpec, threshold: float) -> dict:
 
 @st.cache_data(max_entries=16, ttl=TTL, show_spinner=False)
 @hosted.metered
-def experiment(name: str, overrides_json: str) -> experiments.Result:
-    """One experiment run (cached by name and settings; the progress bar is replayed)."""
+def experiment(name: str, s) -> experiments.Result:
+    """Experiment `name` run with its Settings record `s` (`experiments.settings`; cached by
+    both, so equal settings share a run; the progress bar is replayed)."""
     bar = st.progress(0.0, text="starting…")
-    res = experiments.run(
-        name,
-        **json.loads(overrides_json),
-        progress=lambda f, t: bar.progress(min(max(f, 0.0), 1.0), text=t),
-    )
+    res = experiments.run(name, s, progress=lambda f, t: bar.progress(min(max(f, 0.0), 1.0),
+                                                                      text=t))
     bar.progress(1.0, text=f"done in {res.seconds:.1f} s")
     return res
 

@@ -8,7 +8,7 @@ from attsvm import limits
 from attsvm.experiments import real_words
 from attsvm_charts import words as charts
 
-from .. import about, hosted
+from .. import about, export_ui, hosted
 
 EXAMPLE = ("+ the movie was wonderful\n- the food was awful\n+ what a lovely evening\n"
            "- the service was rude\n+ the concert was brilliant\n- my trip was miserable")
@@ -92,6 +92,24 @@ def panels(res: real_words.WordsStudy, j: int) -> dict:
     with st.expander("Every word: weight, score γ, SVM margin"):
         st.dataframe(words, hide_index=True, key="words_table")
     return shown
+
+
+def export(res: real_words.WordsStudy, shown: dict, param: str):
+    """The page's Export button: the problem, the run, its SVM, the charts and tables."""
+    export_ui.export_button(
+        key="words_export", problem=res.tp.problem, page="Real words", charts=shown,
+        run=res.fit.run, solutions={"fro" if param == "W" else "nuc": res.fit.svm},
+        tables={"words": res.words, "feasibility": res.feasibility})
+
+
+def limitation():
+    st.info("**What the theory cannot do here.** A fixed linear head scores each word alone, "
+            "so negation (“not good”) is out of reach: no single word carries the label, and "
+            "GD selects whichever word happens to score with it (often a neutral word with a "
+            "small fitted score). This page keeps the head at its lexicon fit; training it "
+            "together with the attention changes the scores and is possible in the library: "
+            "`attsvm.train(text.build(…).problem, train_v=True)` starts v at that fit.",
+            icon=":material/info:")
 
 
 def watch_live(tp, key: real_words.Study):
