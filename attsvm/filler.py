@@ -28,14 +28,30 @@ def background_command(root: Path | None = None) -> tuple[list, dict]:
     one XLA/BLAS thread, in local mode (a server's own work, not a
     visitor's), on the CPU backend (it leaves an accelerator to the visitors)."""
     env = dict(os.environ)
-    env.update(ATTSVM_MODE="local", JAX_PLATFORMS="cpu", OMP_NUM_THREADS="1",
-               OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
-               XLA_FLAGS=f"{env.get('XLA_FLAGS', '')} {ONE_THREAD_XLA}".strip(),
-               ATTSVM_RESULTS=str(root or folder()))
+    env.update(
+        ATTSVM_MODE="local",
+        JAX_PLATFORMS="cpu",
+        OMP_NUM_THREADS="1",
+        OPENBLAS_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+        XLA_FLAGS=f"{env.get('XLA_FLAGS', '')} {ONE_THREAD_XLA}".strip(),
+        ATTSVM_RESULTS=str(root or folder()),
+    )
     pkg_parent = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, env.get("PYTHONPATH")) if p)
-    argv = [sys.executable, "-c", LOWER_PRIORITY, sys.executable, "-m", "attsvm", "fill",
-            *fill_names(), "--cpu-devices", "1", "--quiet"]
+    argv = [
+        sys.executable,
+        "-c",
+        LOWER_PRIORITY,
+        sys.executable,
+        "-m",
+        "attsvm",
+        "fill",
+        *fill_names(),
+        "--cpu-devices",
+        "1",
+        "--quiet",
+    ]
     return argv, env
 
 
@@ -71,8 +87,7 @@ class Filler:
         self.returncode: int | None = None
         self.pid: int | None = None
         self.started = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="attsvm-store-filler",
-                                       daemon=True)
+        self.thread = threading.Thread(target=self._run, name="attsvm-store-filler", daemon=True)
         self.thread.start()
         self.started.wait(10)
 
@@ -109,7 +124,7 @@ class Filler:
         if self.pid is not None and self.running:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGTERM)
-                os.kill(self.pid, signal.SIGCONT)   # a suspended filler takes SIGTERM now
+                os.kill(self.pid, signal.SIGCONT)  # a suspended filler takes SIGTERM now
         self.thread.join(30)
 
 
@@ -130,5 +145,11 @@ def fill_enabled() -> bool:
     return bool(fill_names())
 
 
-__all__ = ["LOWER_PRIORITY", "ONE_THREAD_XLA", "Filler", "background_command", "fill_enabled",
-           "fill_names"]
+__all__ = [
+    "LOWER_PRIORITY",
+    "ONE_THREAD_XLA",
+    "Filler",
+    "background_command",
+    "fill_enabled",
+    "fill_names",
+]

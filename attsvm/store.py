@@ -54,9 +54,9 @@ from .experiments.files import write_result
 log = logging.getLogger("attsvm.store")
 
 FORMAT = 1
-MAX_META = 1 << 20          # manifest.json, settings.json, .status, .failed: 1 MiB
-MAX_FILE = 64 << 20         # one table or chart (the paper's largest is under 1 MiB)
-MAX_ENTRY = 256 << 20       # one entry in all
+MAX_META = 1 << 20  # manifest.json, settings.json, .status, .failed: 1 MiB
+MAX_FILE = 64 << 20  # one table or chart (the paper's largest is under 1 MiB)
+MAX_ENTRY = 256 << 20  # one entry in all
 FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
 SETTINGS_ENV = "ATTSVM_STORE_SETTINGS"
 
@@ -125,8 +125,16 @@ def key(name: str, settings=None) -> str:
     """The entry's key: a hash of the experiment, its settings, the attsvm version and
     the library's sources."""
     s = settings if settings is not None else default_settings(name)
-    text = json.dumps(dict(experiment=name, settings=_settings_record(s), version=__version__,
-                           sources=sources_fingerprint(), format=FORMAT), sort_keys=True)
+    text = json.dumps(
+        dict(
+            experiment=name,
+            settings=_settings_record(s),
+            version=__version__,
+            sources=sources_fingerprint(),
+            format=FORMAT,
+        ),
+        sort_keys=True,
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -149,7 +157,7 @@ class Entry:
     result: Result
     meta: dict
     manifest: dict
-    files: dict             # file name -> bytes
+    files: dict  # file name -> bytes
 
     @property
     def created(self) -> str:
@@ -204,52 +212,74 @@ def read(name: str, settings=None, root: Path | None = None) -> Entry:
         if not path.is_dir() or path.is_symlink():
             raise StoreError("no entry" if not os.path.lexists(path) else "not a folder")
         manifest = _json(_read(path / "manifest.json", MAX_META), "manifest.json")
-        want = dict(format=FORMAT, experiment=name, attsvm_version=__version__,
-                    key=key(name, s))
+        want = dict(format=FORMAT, experiment=name, attsvm_version=__version__, key=key(name, s))
         for k, v in want.items():
             if manifest.get(k) != v:
                 raise StoreError(f"manifest.json has {k}={manifest.get(k)!r}, not {v!r}")
-        listed = manifest.get("files")
-        if not isinstance(listed, dict) or "settings.json" not in listed:
-            raise StoreError("manifest.json lists no files")
-        total, files = 0, {}
-        for fname, info in listed.items():
-            if not (isinstance(fname, str) and FILE_NAME.fullmatch(fname)
-                    and fname != "manifest.json" and isinstance(info, dict)):
-                raise StoreError(f"manifest.json lists {fname!r}")
-            size, digest = info.get("bytes"), info.get("sha256")
-            if not isinstance(size, int) or size < 0 or not isinstance(digest, str):
-                raise StoreError(f"manifest.json's record of {fname} is not size and hash")
-            total += size
-            if total > MAX_ENTRY:
-                raise StoreError(f"the entry is over {MAX_ENTRY:,} bytes")
-            data = _read(path / fname, MAX_META if fname.endswith(".json") else MAX_FILE, size)
-            if hashlib.sha256(data).hexdigest() != digest:
-                raise StoreError(f"{fname} does not match its hash in manifest.json")
-            files[fname] = data
+        files = _listed_files(path, manifest)
         meta = _json(files["settings.json"], "settings.json")
-        if meta.get("attsvm_version") != __version__ or meta.get("experiment") != name:
-            raise StoreError(f"settings.json is of attsvm {meta.get('attsvm_version')!r}, "
-                             f"experiment {meta.get('experiment')!r}")
-        summary = meta.get("summary")
-        if not isinstance(summary, dict) or not isinstance(summary.get("text"), str):
-            raise StoreError("settings.json has no summary")
-        frames = {}
-        for fname, data in files.items():
-            if fname.endswith(".csv"):
-                try:
-                    frames[fname[:-4]] = pd.read_csv(io.BytesIO(data))
-                except (ValueError, UnicodeDecodeError) as exc:
-                    raise StoreError(f"{fname} is not a table ({exc})") from None
-        res = Result(name=name, frames=frames, summary=summary, settings=meta["settings"],
-                     notes=tuple(meta.get("notes") or ()),
-                     seconds=float(meta.get("seconds") or 0.0),
-                     backend=meta.get("backend") if isinstance(meta.get("backend"), dict) else {})
+        res = _result(name, meta, files)
         return Entry(path=path, result=res, meta=meta, manifest=manifest, files=files)
     except OSError as exc:
         if exc.errno == errno.ENOENT:
             raise StoreError("incomplete (a file went missing)") from None
         raise StoreError(f"unreadable ({exc.strerror or exc})") from None
+
+
+def _listed_files(path: Path, manifest: dict) -> dict:
+    """The bytes of every file the manifest lists, each checked against its size (before
+    reading, within `MAX_FILE`, the entry within `MAX_ENTRY`) and its SHA-256."""
+    listed = manifest.get("files")
+    if not isinstance(listed, dict) or "settings.json" not in listed:
+        raise StoreError("manifest.json lists no files")
+    total, files = 0, {}
+    for fname, info in listed.items():
+        if not (
+            isinstance(fname, str)
+            and FILE_NAME.fullmatch(fname)
+            and fname != "manifest.json"
+            and isinstance(info, dict)
+        ):
+            raise StoreError(f"manifest.json lists {fname!r}")
+        size, digest = info.get("bytes"), info.get("sha256")
+        if not isinstance(size, int) or size < 0 or not isinstance(digest, str):
+            raise StoreError(f"manifest.json's record of {fname} is not size and hash")
+        total += size
+        if total > MAX_ENTRY:
+            raise StoreError(f"the entry is over {MAX_ENTRY:,} bytes")
+        data = _read(path / fname, MAX_META if fname.endswith(".json") else MAX_FILE, size)
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise StoreError(f"{fname} does not match its hash in manifest.json")
+        files[fname] = data
+    return files
+
+
+def _result(name: str, meta: dict, files: dict) -> Result:
+    """The Result an entry's settings.json (`meta`) and CSV files hold."""
+    if meta.get("attsvm_version") != __version__ or meta.get("experiment") != name:
+        raise StoreError(
+            f"settings.json is of attsvm {meta.get('attsvm_version')!r}, "
+            f"experiment {meta.get('experiment')!r}"
+        )
+    summary = meta.get("summary")
+    if not isinstance(summary, dict) or not isinstance(summary.get("text"), str):
+        raise StoreError("settings.json has no summary")
+    frames = {}
+    for fname, data in files.items():
+        if fname.endswith(".csv"):
+            try:
+                frames[fname[:-4]] = pd.read_csv(io.BytesIO(data))
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise StoreError(f"{fname} is not a table ({exc})") from None
+    return Result(
+        name=name,
+        frames=frames,
+        summary=summary,
+        settings=meta["settings"],
+        notes=tuple(meta.get("notes") or ()),
+        seconds=float(meta.get("seconds") or 0.0),
+        backend=meta.get("backend") if isinstance(meta.get("backend"), dict) else {},
+    )
 
 
 def load(name: str, settings=None, root: Path | None = None) -> Entry | None:
@@ -258,8 +288,7 @@ def load(name: str, settings=None, root: Path | None = None) -> Entry | None:
         return read(name, settings, root)
     except StoreError as exc:
         if str(exc) != "no entry":
-            log.warning("results store: ignoring %s's entry in %s: %s", name,
-                        root or folder(), exc)
+            log.warning("results store: ignoring %s's entry in %s: %s", name, root or folder(), exc)
         return None
 
 
@@ -298,15 +327,20 @@ def save(res: Result, settings, root: Path | None = None) -> Path:
         for f in written:
             data = f.read_bytes()
             listed[f.name] = dict(bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
-        manifest = dict(format=FORMAT, experiment=res.name, attsvm_version=__version__,
-                        key=key(res.name, settings), settings=_settings_record(settings),
-                        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                        files=listed)
+        manifest = dict(
+            format=FORMAT,
+            experiment=res.name,
+            attsvm_version=__version__,
+            key=key(res.name, settings),
+            settings=_settings_record(settings),
+            created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            files=listed,
+        )
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2))
         for f in [*written, tmp / "manifest.json"]:
             with open(f, "rb") as fh:
                 os.fsync(fh.fileno())
-        _remove(path)                   # a damaged or older entry of this key
+        _remove(path)  # a damaged or older entry of this key
         os.replace(tmp, path)
         _fsync_dir(path.parent)
     except BaseException:
@@ -329,7 +363,7 @@ def lock(name: str, settings=None, root: Path | None = None, *, tries: int = 5):
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
-            except BlockingIOError:     # a writer, or a reader's brief look (`state`)
+            except BlockingIOError:  # a writer, or a reader's brief look (`state`)
                 if i == tries - 1:
                     yield False
                     return
@@ -375,7 +409,7 @@ def _held(path: Path) -> bool:
     except OSError:
         return False
     finally:
-        os.close(fd)            # (closing drops the shared lock)
+        os.close(fd)  # (closing drops the shared lock)
     return False
 
 
@@ -409,7 +443,7 @@ def _fill_one(name: str, root: Path | None, say) -> str:
     with lock(name, s, root) as mine:
         if not mine:
             return "busy"
-        if load(name, s, root) is not None:        # finished by another meanwhile
+        if load(name, s, root) is not None:  # finished by another meanwhile
             return "present"
         path = entry_path(name, s, root)
         status, last = _side(path, ".status"), [0.0]
@@ -424,7 +458,7 @@ def _fill_one(name: str, root: Path | None, say) -> str:
         try:
             res = experiments.run(name, s, progress=progress)
             save(res, s, root)
-        except Exception as exc:           # noqa: BLE001  (one bad entry: say why, go on)
+        except Exception as exc:  # noqa: BLE001  (one bad entry: say why, go on)
             log.exception("results store: %s failed", name)
             _write_small(_side(path, ".failed"), dict(error=f"{exc.__class__.__name__}: {exc}"))
             say(f"{name}: failed ({exc.__class__.__name__}: {exc})")
@@ -443,7 +477,7 @@ def fill(todo=None, root: Path | None = None, *, say=print, wait_s: float = 5.0)
         for name in pending:
             try:
                 what = _fill_one(name, root, say)
-            except OSError as exc:           # e.g. a read-only folder: nothing can be stored
+            except OSError as exc:  # e.g. a read-only folder: nothing can be stored
                 say(f"results store {root or folder()}: cannot write ({exc}); stopping")
                 return done
             if what == "busy":
@@ -451,10 +485,25 @@ def fill(todo=None, root: Path | None = None, *, say=print, wait_s: float = 5.0)
             elif what == "done":
                 done.append(name)
         if busy and busy == pending:
-            time.sleep(wait_s)       # only others' work is left: wait for it
+            time.sleep(wait_s)  # only others' work is left: wait for it
         pending = busy
     return done
 
 
-__all__ = ["Entry", "State", "StoreError", "default_settings", "entry_path", "fill", "folder",
-           "key", "load", "lock", "names", "read", "save", "stamp", "state"]
+__all__ = [
+    "Entry",
+    "State",
+    "StoreError",
+    "default_settings",
+    "entry_path",
+    "fill",
+    "folder",
+    "key",
+    "load",
+    "lock",
+    "names",
+    "read",
+    "save",
+    "stamp",
+    "state",
+]

@@ -32,8 +32,7 @@ def write_result(res, out: Path, *, charts: bool = True, png: bool = True) -> li
         df.to_csv(path, index=False)
         files.append(path)
     path = out / "settings.json"
-    path.write_text(json.dumps(jsonable(metadata(res)), indent=2,
-                               ensure_ascii=False))
+    path.write_text(json.dumps(jsonable(metadata(res)), indent=2, ensure_ascii=False))
     files.append(path)
     mod = chart_module() if charts else None
     if mod is not None:
@@ -51,6 +50,5 @@ def write_result(res, out: Path, *, charts: bool = True, png: bool = True) -> li
                 ch.save(str(path), scale_factor=1.5)
                 files.append(path)
     elif charts:
-        print("note: attsvm_charts (or altair) is not installed; charts skipped",
-              file=sys.stderr)
+        print("note: attsvm_charts (or altair) is not installed; charts skipped", file=sys.stderr)
     return files
