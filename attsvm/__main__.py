@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from . import cluster, experiments, store
-from .store import chart_module, write_result  # noqa: F401  (the CLI's files)
+from .experiments.files import chart_module, write_result  # noqa: F401  (the CLI's files)
 
 
 def _parse_value(text: str):

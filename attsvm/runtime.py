@@ -11,7 +11,12 @@ Each setting is a function of its own below, and each leaves a choice the user a
 made alone (XLA_FLAGS, `jax_num_cpu_devices`, ATTSVM_MALLOC, ATTSVM_XLA_CACHE). Numbers do
 not depend on any of them: a sweep's chunks are dealt to devices round-robin, and both
 XLA code generators give the engine's runs to rounding (tests/test_cores.py).
+
+The one process attsvm supervises, the server's background filler of the results store, has
+its own module (`attsvm.filler`: a niced process pinned to one core, paused while a visitor's
+page runs), started by the app (`ui/results.py`).
 """
+
 from __future__ import annotations
 
 import os
@@ -23,16 +28,21 @@ import jax
 class Configured(NamedTuple):
     """What `configure` changed (False / None: left as it was)."""
 
-    fast_compile: bool          # FAST_COMPILE_FLAG added to XLA_FLAGS
-    cores: bool                 # CPU devices exposed
-    allocator: bool             # glibc's malloc keeps freed blocks
-    compile_cache: str | None   # the compile cache's folder
-    helpers: int                # helper processes for Python-bound work
+    fast_compile: bool  # FAST_COMPILE_FLAG added to XLA_FLAGS
+    cores: bool  # CPU devices exposed
+    allocator: bool  # glibc's malloc keeps freed blocks
+    compile_cache: str | None  # the compile cache's folder
+    helpers: int  # helper processes for Python-bound work
 
 
-def configure(*, cores: int | None = None, fast_compile: bool = True,
-              compile_cache: bool = True, allocator: str | None = None,
-              helpers: int | None = 0) -> Configured:
+def configure(
+    *,
+    cores: int | None = None,
+    fast_compile: bool = True,
+    compile_cache: bool = True,
+    allocator: str | None = None,
+    helpers: int | None = 0,
+) -> Configured:
     """Tune this process for attsvm; call before the first JAX computation.
 
     Args:
@@ -63,6 +73,7 @@ def configure(*, cores: int | None = None, fast_compile: bool = True,
     kept = keep_freed_memory() if allocator == "kept" else False
     cache = use_compile_cache() if compile_cache else None
     from .experiments.core import use_helper_processes
+
     n_helpers = use_helper_processes(helpers, setup=configure_helper)
     return Configured(added, exposed, kept, cache, n_helpers)
 
@@ -74,8 +85,11 @@ def configure_helper() -> None:
 
 
 def _cores_chosen() -> bool:
-    return ("xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", "")
-            or jax.config.values["jax_num_cpu_devices"] >= 1 or "PYTEST_XDIST_WORKER" in os.environ)
+    return (
+        "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", "")
+        or jax.config.values["jax_num_cpu_devices"] >= 1
+        or "PYTEST_XDIST_WORKER" in os.environ
+    )
 
 
 def use_cpu_cores(n: int | None = None) -> bool:
@@ -85,7 +99,7 @@ def use_cpu_cores(n: int | None = None) -> bool:
     possible before JAX starts its backends (False then, and nothing changes)."""
     try:
         jax.config.update("jax_num_cpu_devices", int(n or os.cpu_count() or 1))
-    except RuntimeError:        # a backend is already running: keep it
+    except RuntimeError:  # a backend is already running: keep it
         return False
     return True
 
@@ -105,18 +119,21 @@ def compile_cache_dir() -> str | None:
     if chosen:
         return chosen
     home = os.environ.get("XDG_CACHE_HOME", "").strip() or os.path.join(
-        os.path.expanduser("~"), ".cache")
+        os.path.expanduser("~"), ".cache"
+    )
     return os.path.join(home, "attsvm", "xla", _cpu_fingerprint())
 
 
 def _cpu_fingerprint() -> str:
     import hashlib
     import platform
+
     desc = [platform.machine(), platform.processor()]
     try:
         with open("/proc/cpuinfo") as f:
-            desc += sorted({line.strip() for line in f
-                            if line.startswith(("model name", "flags", "Features"))})
+            desc += sorted(
+                {line.strip() for line in f if line.startswith(("model name", "flags", "Features"))}
+            )
     except OSError:
         pass
     return hashlib.sha256("\n".join(desc).encode()).hexdigest()[:16]
@@ -133,7 +150,7 @@ def use_compile_cache(path: str | None = None) -> str | None:
         return None
     try:
         os.makedirs(path, exist_ok=True)
-    except OSError:         # a read-only home: compile as before
+    except OSError:  # a read-only home: compile as before
         return None
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
@@ -160,10 +177,12 @@ def use_fast_compile() -> bool:
     import jaxlib
 
     flags = os.environ.get("XLA_FLAGS", "")
-    if ("xla_cpu_use_fusion_emitters" in flags
-            or not jaxlib.__version__.startswith(FAST_COMPILE_JAXLIB)):
+    if "xla_cpu_use_fusion_emitters" in flags or not jaxlib.__version__.startswith(
+        FAST_COMPILE_JAXLIB
+    ):
         return False
     from jax._src import xla_bridge  # private: imported only for the jaxlib measured on
+
     if xla_bridge.backends_are_initialized():
         return False
     os.environ["XLA_FLAGS"] = f"{flags} {FAST_COMPILE_FLAG}".strip()
@@ -186,10 +205,11 @@ def keep_freed_memory(limit: int = MALLOC_KEEP_BYTES) -> bool:
     taken."""
     try:
         import ctypes
+
         mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):       # not glibc (macOS, Windows)
+    except (OSError, AttributeError):  # not glibc (macOS, Windows)
         return False
-    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3                 # glibc's malloc.h
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
     mapped = mallopt(M_MMAP_THRESHOLD, int(limit))
     trimmed = mallopt(M_TRIM_THRESHOLD, int(limit))
     return bool(mapped and trimmed)

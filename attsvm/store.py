@@ -38,11 +38,7 @@ import logging
 import os
 import re
 import shutil
-import signal
 import stat
-import subprocess
-import sys
-import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -53,13 +49,14 @@ import pandas as pd
 
 from . import __version__, experiments
 from .experiments.core import Result, jsonable
+from .experiments.files import write_result
 
 log = logging.getLogger("attsvm.store")
 
 FORMAT = 1
-MAX_META = 1 << 20          # manifest.json, settings.json, .status, .failed: 1 MiB
-MAX_FILE = 64 << 20         # one table or chart (the paper's largest is under 1 MiB)
-MAX_ENTRY = 256 << 20       # one entry in all
+MAX_META = 1 << 20  # manifest.json, settings.json, .status, .failed: 1 MiB
+MAX_FILE = 64 << 20  # one table or chart (the paper's largest is under 1 MiB)
+MAX_ENTRY = 256 << 20  # one entry in all
 FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
 SETTINGS_ENV = "ATTSVM_STORE_SETTINGS"
 
@@ -128,8 +125,16 @@ def key(name: str, settings=None) -> str:
     """The entry's key: a hash of the experiment, its settings, the attsvm version and
     the library's sources."""
     s = settings if settings is not None else default_settings(name)
-    text = json.dumps(dict(experiment=name, settings=_settings_record(s), version=__version__,
-                           sources=sources_fingerprint(), format=FORMAT), sort_keys=True)
+    text = json.dumps(
+        dict(
+            experiment=name,
+            settings=_settings_record(s),
+            version=__version__,
+            sources=sources_fingerprint(),
+            format=FORMAT,
+        ),
+        sort_keys=True,
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -152,7 +157,7 @@ class Entry:
     result: Result
     meta: dict
     manifest: dict
-    files: dict             # file name -> bytes
+    files: dict  # file name -> bytes
 
     @property
     def created(self) -> str:
@@ -207,52 +212,74 @@ def read(name: str, settings=None, root: Path | None = None) -> Entry:
         if not path.is_dir() or path.is_symlink():
             raise StoreError("no entry" if not os.path.lexists(path) else "not a folder")
         manifest = _json(_read(path / "manifest.json", MAX_META), "manifest.json")
-        want = dict(format=FORMAT, experiment=name, attsvm_version=__version__,
-                    key=key(name, s))
+        want = dict(format=FORMAT, experiment=name, attsvm_version=__version__, key=key(name, s))
         for k, v in want.items():
             if manifest.get(k) != v:
                 raise StoreError(f"manifest.json has {k}={manifest.get(k)!r}, not {v!r}")
-        listed = manifest.get("files")
-        if not isinstance(listed, dict) or "settings.json" not in listed:
-            raise StoreError("manifest.json lists no files")
-        total, files = 0, {}
-        for fname, info in listed.items():
-            if not (isinstance(fname, str) and FILE_NAME.fullmatch(fname)
-                    and fname != "manifest.json" and isinstance(info, dict)):
-                raise StoreError(f"manifest.json lists {fname!r}")
-            size, digest = info.get("bytes"), info.get("sha256")
-            if not isinstance(size, int) or size < 0 or not isinstance(digest, str):
-                raise StoreError(f"manifest.json's record of {fname} is not size and hash")
-            total += size
-            if total > MAX_ENTRY:
-                raise StoreError(f"the entry is over {MAX_ENTRY:,} bytes")
-            data = _read(path / fname, MAX_META if fname.endswith(".json") else MAX_FILE, size)
-            if hashlib.sha256(data).hexdigest() != digest:
-                raise StoreError(f"{fname} does not match its hash in manifest.json")
-            files[fname] = data
+        files = _listed_files(path, manifest)
         meta = _json(files["settings.json"], "settings.json")
-        if meta.get("attsvm_version") != __version__ or meta.get("experiment") != name:
-            raise StoreError(f"settings.json is of attsvm {meta.get('attsvm_version')!r}, "
-                             f"experiment {meta.get('experiment')!r}")
-        summary = meta.get("summary")
-        if not isinstance(summary, dict) or not isinstance(summary.get("text"), str):
-            raise StoreError("settings.json has no summary")
-        frames = {}
-        for fname, data in files.items():
-            if fname.endswith(".csv"):
-                try:
-                    frames[fname[:-4]] = pd.read_csv(io.BytesIO(data))
-                except (ValueError, UnicodeDecodeError) as exc:
-                    raise StoreError(f"{fname} is not a table ({exc})") from None
-        res = Result(name=name, frames=frames, summary=summary, settings=meta["settings"],
-                     notes=tuple(meta.get("notes") or ()),
-                     seconds=float(meta.get("seconds") or 0.0),
-                     backend=meta.get("backend") if isinstance(meta.get("backend"), dict) else {})
+        res = _result(name, meta, files)
         return Entry(path=path, result=res, meta=meta, manifest=manifest, files=files)
     except OSError as exc:
         if exc.errno == errno.ENOENT:
             raise StoreError("incomplete (a file went missing)") from None
         raise StoreError(f"unreadable ({exc.strerror or exc})") from None
+
+
+def _listed_files(path: Path, manifest: dict) -> dict:
+    """The bytes of every file the manifest lists, each checked against its size (before
+    reading, within `MAX_FILE`, the entry within `MAX_ENTRY`) and its SHA-256."""
+    listed = manifest.get("files")
+    if not isinstance(listed, dict) or "settings.json" not in listed:
+        raise StoreError("manifest.json lists no files")
+    total, files = 0, {}
+    for fname, info in listed.items():
+        if not (
+            isinstance(fname, str)
+            and FILE_NAME.fullmatch(fname)
+            and fname != "manifest.json"
+            and isinstance(info, dict)
+        ):
+            raise StoreError(f"manifest.json lists {fname!r}")
+        size, digest = info.get("bytes"), info.get("sha256")
+        if not isinstance(size, int) or size < 0 or not isinstance(digest, str):
+            raise StoreError(f"manifest.json's record of {fname} is not size and hash")
+        total += size
+        if total > MAX_ENTRY:
+            raise StoreError(f"the entry is over {MAX_ENTRY:,} bytes")
+        data = _read(path / fname, MAX_META if fname.endswith(".json") else MAX_FILE, size)
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise StoreError(f"{fname} does not match its hash in manifest.json")
+        files[fname] = data
+    return files
+
+
+def _result(name: str, meta: dict, files: dict) -> Result:
+    """The Result an entry's settings.json (`meta`) and CSV files hold."""
+    if meta.get("attsvm_version") != __version__ or meta.get("experiment") != name:
+        raise StoreError(
+            f"settings.json is of attsvm {meta.get('attsvm_version')!r}, "
+            f"experiment {meta.get('experiment')!r}"
+        )
+    summary = meta.get("summary")
+    if not isinstance(summary, dict) or not isinstance(summary.get("text"), str):
+        raise StoreError("settings.json has no summary")
+    frames = {}
+    for fname, data in files.items():
+        if fname.endswith(".csv"):
+            try:
+                frames[fname[:-4]] = pd.read_csv(io.BytesIO(data))
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise StoreError(f"{fname} is not a table ({exc})") from None
+    return Result(
+        name=name,
+        frames=frames,
+        summary=summary,
+        settings=meta["settings"],
+        notes=tuple(meta.get("notes") or ()),
+        seconds=float(meta.get("seconds") or 0.0),
+        backend=meta.get("backend") if isinstance(meta.get("backend"), dict) else {},
+    )
 
 
 def load(name: str, settings=None, root: Path | None = None) -> Entry | None:
@@ -261,55 +288,11 @@ def load(name: str, settings=None, root: Path | None = None) -> Entry | None:
         return read(name, settings, root)
     except StoreError as exc:
         if str(exc) != "no entry":
-            log.warning("results store: ignoring %s's entry in %s: %s", name,
-                        root or folder(), exc)
+            log.warning("results store: ignoring %s's entry in %s: %s", name, root or folder(), exc)
         return None
 
 
 # -- writing -----------------------------------------------------------------------------------
-def chart_module():
-    """`attsvm_charts.experiments` (Altair lives outside the library), or None when the
-    charts package or Altair is not installed (then only the data files are written)."""
-    try:
-        from attsvm_charts import experiments as charts
-    except ImportError:
-        return None
-    return charts
-
-
-def write_result(res, out: Path, *, charts: bool = True, png: bool = True) -> list[Path]:
-    """Write a result's CSVs, settings.json and chart; returns the files written."""
-    out.mkdir(parents=True, exist_ok=True)
-    files = []
-    for name, df in res.frames.items():
-        path = out / f"{name}.csv"
-        df.to_csv(path, index=False)
-        files.append(path)
-    path = out / "settings.json"
-    path.write_text(json.dumps(jsonable(experiments.metadata(res)), indent=2,
-                               ensure_ascii=False))
-    files.append(path)
-    mod = chart_module() if charts else None
-    if mod is not None:
-        ch = mod.chart(res)
-        path = out / "chart.html"
-        ch.save(str(path))
-        files.append(path)
-        if png:
-            try:
-                import vl_convert  # noqa: F401  (optional: PNG export)
-            except ImportError:
-                pass
-            else:
-                path = out / "chart.png"
-                ch.save(str(path), scale_factor=1.5)
-                files.append(path)
-    elif charts:
-        print("note: attsvm_charts (or altair) is not installed; charts skipped",
-              file=sys.stderr)
-    return files
-
-
 def _fsync_dir(path: Path) -> None:
     with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY)
@@ -344,15 +327,20 @@ def save(res: Result, settings, root: Path | None = None) -> Path:
         for f in written:
             data = f.read_bytes()
             listed[f.name] = dict(bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
-        manifest = dict(format=FORMAT, experiment=res.name, attsvm_version=__version__,
-                        key=key(res.name, settings), settings=_settings_record(settings),
-                        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                        files=listed)
+        manifest = dict(
+            format=FORMAT,
+            experiment=res.name,
+            attsvm_version=__version__,
+            key=key(res.name, settings),
+            settings=_settings_record(settings),
+            created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            files=listed,
+        )
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2))
         for f in [*written, tmp / "manifest.json"]:
             with open(f, "rb") as fh:
                 os.fsync(fh.fileno())
-        _remove(path)                   # a damaged or older entry of this key
+        _remove(path)  # a damaged or older entry of this key
         os.replace(tmp, path)
         _fsync_dir(path.parent)
     except BaseException:
@@ -375,7 +363,7 @@ def lock(name: str, settings=None, root: Path | None = None, *, tries: int = 5):
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
-            except BlockingIOError:     # a writer, or a reader's brief look (`state`)
+            except BlockingIOError:  # a writer, or a reader's brief look (`state`)
                 if i == tries - 1:
                     yield False
                     return
@@ -421,7 +409,7 @@ def _held(path: Path) -> bool:
     except OSError:
         return False
     finally:
-        os.close(fd)            # (closing drops the shared lock)
+        os.close(fd)  # (closing drops the shared lock)
     return False
 
 
@@ -455,7 +443,7 @@ def _fill_one(name: str, root: Path | None, say) -> str:
     with lock(name, s, root) as mine:
         if not mine:
             return "busy"
-        if load(name, s, root) is not None:        # finished by another meanwhile
+        if load(name, s, root) is not None:  # finished by another meanwhile
             return "present"
         path = entry_path(name, s, root)
         status, last = _side(path, ".status"), [0.0]
@@ -470,7 +458,7 @@ def _fill_one(name: str, root: Path | None, say) -> str:
         try:
             res = experiments.run(name, s, progress=progress)
             save(res, s, root)
-        except Exception as exc:           # noqa: BLE001  (one bad entry: say why, go on)
+        except Exception as exc:  # noqa: BLE001  (one bad entry: say why, go on)
             log.exception("results store: %s failed", name)
             _write_small(_side(path, ".failed"), dict(error=f"{exc.__class__.__name__}: {exc}"))
             say(f"{name}: failed ({exc.__class__.__name__}: {exc})")
@@ -489,7 +477,7 @@ def fill(todo=None, root: Path | None = None, *, say=print, wait_s: float = 5.0)
         for name in pending:
             try:
                 what = _fill_one(name, root, say)
-            except OSError as exc:           # e.g. a read-only folder: nothing can be stored
+            except OSError as exc:  # e.g. a read-only folder: nothing can be stored
                 say(f"results store {root or folder()}: cannot write ({exc}); stopping")
                 return done
             if what == "busy":
@@ -497,123 +485,25 @@ def fill(todo=None, root: Path | None = None, *, say=print, wait_s: float = 5.0)
             elif what == "done":
                 done.append(name)
         if busy and busy == pending:
-            time.sleep(wait_s)       # only others' work is left: wait for it
+            time.sleep(wait_s)  # only others' work is left: wait for it
         pending = busy
     return done
 
 
-# -- the server's background filler --------------------------------------------------------------
-ONE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-
-
-def background_command(root: Path | None = None) -> tuple[list, dict]:
-    """The command line and environment of a background filler: `python -m attsvm fill`
-    at the lowest priority, pinned to one core (`LOWER_PRIORITY`), on one CPU device with
-    one XLA/BLAS thread, in local mode (a server's own work, not a
-    visitor's), on the CPU backend (it leaves an accelerator to the visitors)."""
-    env = dict(os.environ)
-    env.update(ATTSVM_MODE="local", JAX_PLATFORMS="cpu", OMP_NUM_THREADS="1",
-               OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
-               XLA_FLAGS=f"{env.get('XLA_FLAGS', '')} {ONE_THREAD_XLA}".strip(),
-               ATTSVM_RESULTS=str(root or folder()))
-    pkg_parent = str(Path(__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, env.get("PYTHONPATH")) if p)
-    argv = [sys.executable, "-c", LOWER_PRIORITY, sys.executable, "-m", "attsvm", "fill",
-            *fill_names(), "--cpu-devices", "1", "--quiet"]
-    return argv, env
-
-
-# Run first in a fresh interpreter, which then becomes the filler (exec keeps all three):
-# the lowest CPU priority, pinned to one core (so its JAX, BLAS and solver threads share
-# it), and killed (SIGKILL: it ends a suspended filler too, and an entry is only ever renamed
-# into place whole) when its parent thread, the server's, ends. Done here rather
-# than in a preexec_fn: the server is multithreaded, and Python code between fork and exec
-# can deadlock there.
-LOWER_PRIORITY = """
-import os, sys
-os.nice(19)
-try:
-    os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[-1]})
-except (AttributeError, OSError):
-    pass
-try:
-    import ctypes
-    ctypes.CDLL(None).prctl(1, 9)
-except (AttributeError, OSError):
-    pass
-os.execv(sys.argv[1], sys.argv[1:])
-"""
-
-
-class Filler:
-    """One background filler process, started and awaited by its own thread (the thread
-    lives as long as the process, so the process's parent-death signal fires only when
-    the server exits)."""
-
-    def __init__(self, root: Path | None = None):
-        self.root = Path(root or folder())
-        self.returncode: int | None = None
-        self.pid: int | None = None
-        self.started = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="attsvm-store-filler",
-                                       daemon=True)
-        self.thread.start()
-        self.started.wait(10)
-
-    def _run(self) -> None:
-        argv, env = background_command(self.root)
-        try:
-            proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL)
-        except OSError as exc:
-            log.error("results store: could not start the filler: %s", exc)
-            self.returncode = -1
-            self.started.set()
-            return
-        self.pid = proc.pid
-        self.started.set()
-        self.returncode = proc.wait()
-
-    @property
-    def running(self) -> bool:
-        return self.returncode is None
-
-    def pause(self, paused: bool) -> None:
-        """Suspend (SIGSTOP) or continue (SIGCONT) the filler process. A server suspends it
-        while a visitor's page runs (`ui.results.page_running`): nice 19 leaves a core's
-        time to the visitor but not the core itself, and on the 2-core machine a page's first
-        run (compiling its program) took 4.6 s with the filler computing against 2.6 s
-        without it. Its parent-death signal is SIGKILL (`LOWER_PRIORITY`), which also ends a
-        suspended filler when the server dies."""
-        if self.pid is not None and self.running:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGSTOP if paused else signal.SIGCONT)
-
-    def stop(self) -> None:
-        """Stop the filler (its entry in progress is left to the next one)."""
-        if self.pid is not None and self.running:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGTERM)
-                os.kill(self.pid, signal.SIGCONT)   # a suspended filler takes SIGTERM now
-        self.thread.join(30)
-
-
-def fill_names() -> tuple:
-    """What a server fills in the background: `ATTSVM_FILL` is 1 (the default: every
-    experiment, in `names()` order), 0 (nothing), or a comma-separated list of names."""
-    text = os.environ.get("ATTSVM_FILL", "1").strip().lower()
-    if text in ("0", "false", "no", "off", ""):
-        return ()
-    if text in ("1", "true", "yes", "on"):
-        return names()
-    wanted = {t.strip() for t in text.split(",")}
-    return tuple(n for n in names() if n in wanted)
-
-
-def fill_enabled() -> bool:
-    """Whether this server fills the store in the background (`fill_names`)."""
-    return bool(fill_names())
-
-
-__all__ = ["Entry", "Filler", "State", "StoreError", "background_command", "default_settings",
-           "entry_path", "fill", "fill_enabled", "fill_names", "folder", "key", "load", "lock",
-           "names", "read", "save", "stamp", "state", "write_result"]
+__all__ = [
+    "Entry",
+    "State",
+    "StoreError",
+    "default_settings",
+    "entry_path",
+    "fill",
+    "folder",
+    "key",
+    "load",
+    "lock",
+    "names",
+    "read",
+    "save",
+    "stamp",
+    "state",
+]

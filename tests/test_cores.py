@@ -4,6 +4,7 @@ cores; tests/test_experiments.py checks that the numbers do not depend on the de
 count), and a plain batch is placed on one; a batch of
 `batching.SPLIT_MIN` runs per device or more is split over them (`engine.simulate_split`)
 and gives every run's numbers to rounding."""
+
 from __future__ import annotations
 
 import json
@@ -33,11 +34,20 @@ print(json.dumps(dict(devices=len(jax.devices()), batch_on=len(data.X.devices())
 
 
 def _run(script, *args, **env_changes) -> dict:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("XLA_FLAGS", "PYTEST_XDIST_WORKER", "ATTSVM_MALLOC")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("XLA_FLAGS", "PYTEST_XDIST_WORKER", "ATTSVM_MALLOC")
+    }
     env.update(env_changes, PYTHONPATH=str(ROOT))
-    out = subprocess.run([sys.executable, "-c", script, *args], env=env, capture_output=True,
-                         text=True, timeout=600, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -142,7 +152,8 @@ def test_configure_picks_the_faster_compiling_emitters_and_keeps_a_users_choice(
     theirs = _run(EMITTERS, XLA_FLAGS="--xla_cpu_use_fusion_emitters=true")
     assert theirs["flags"] == "--xla_cpu_use_fusion_emitters=true"
     assert (FAST_COMPILE_FLAG in ours["flags"]) == jaxlib.__version__.startswith(
-        FAST_COMPILE_JAXLIB)
+        FAST_COMPILE_JAXLIB
+    )
     for key in ("W", "P", "KQ"):
         a, b = np.array(ours[key]), np.array(theirs[key])
         assert np.max(np.abs(a - b)) <= 1e-12 * np.max(np.abs(b)), key
@@ -159,8 +170,10 @@ print(json.dumps(dict(heap=where == ["[heap]"])))
 """
 
 
-@pytest.mark.skipif(platform.libc_ver()[0] != "glibc" or not sys.platform.startswith("linux"),
-                    reason="glibc's malloc on Linux only")
+@pytest.mark.skipif(
+    platform.libc_ver()[0] != "glibc" or not sys.platform.startswith("linux"),
+    reason="glibc's malloc on Linux only",
+)
 def test_configure_keeps_large_blocks_in_mallocs_heap_unless_told_not_to():
     """`runtime.keep_freed_memory`: after `configure` a 100 MB array comes from malloc's heap
     (reused by the next call once freed), not from a fresh mapping; ATTSVM_MALLOC=system

@@ -2,6 +2,7 @@
 or foreign files ignored (logged, never read past their size) and recomputed, one writer per
 entry across processes, a killed filler leaves no partial entry, and the filler's process runs
 at the lowest priority on one core."""
+
 from __future__ import annotations
 
 import fcntl
@@ -20,14 +21,15 @@ import pandas as pd
 import pytest
 
 import attsvm
-from attsvm import experiments, store
+from attsvm import experiments, filler, store
 from attsvm.__main__ import main
 
 ROOT = Path(__file__).resolve().parents[1]
 # shrunken "default" settings (the store keeps what ATTSVM_STORE_SETTINGS says): under a second
-TINY = {"svm-rank": {"pairs": [[5, 5]], "ds": [2, 5], "runs": 5, "max_draws": 60},
-        "regularization-path": {"n": 3, "T": 4, "d": 4, "radii": 4, "r_max": 50.0,
-                                "restarts": 0}}
+TINY = {
+    "svm-rank": {"pairs": [[5, 5]], "ds": [2, 5], "runs": 5, "max_draws": 60},
+    "regularization-path": {"n": 3, "T": 4, "d": 4, "radii": 4, "r_max": 50.0, "restarts": 0},
+}
 NAMES = list(TINY)
 
 
@@ -48,15 +50,16 @@ def test_an_entry_reads_back_as_written(filled):
     res = experiments.run("svm-rank", store.default_settings("svm-rank"))
     e = store.read("svm-rank")
     assert e.path.parent == filled and e.path.name.startswith(f"svm-rank--{attsvm.__version__}--")
-    assert e.result.summary == json.loads(json.dumps(res.summary))      # what the CLI writes
-    for k, df in res.frames.items():         # the tables as the CLI's CSVs read back
-        pd.testing.assert_frame_equal(e.result.frames[k],
-                                      pd.read_csv(io.StringIO(df.to_csv(index=False))))
+    assert e.result.summary == json.loads(json.dumps(res.summary))  # what the CLI writes
+    for k, df in res.frames.items():  # the tables as the CLI's CSVs read back
+        pd.testing.assert_frame_equal(
+            e.result.frames[k], pd.read_csv(io.StringIO(df.to_csv(index=False)))
+        )
     assert e.meta["attsvm_version"] == attsvm.__version__ and e.meta["backend"]["platform"]
     assert e.created.startswith(time.strftime("%Y-", time.gmtime()))
     assert {"settings.json", "chart.html", "cells.csv"} <= set(e.files)
     assert store.state("svm-rank").kind == "ready"
-    assert store.fill(NAMES, say=lambda s: None) == []          # nothing left to compute
+    assert store.fill(NAMES, say=lambda s: None) == []  # nothing left to compute
 
 
 def test_the_key_follows_version_settings_and_sources(root, monkeypatch):
@@ -91,11 +94,11 @@ def _foreign_settings(p):
     meta = json.loads(f.read_text())
     meta["attsvm_version"] = "0.0.1"
     f.write_text(json.dumps(meta))
-    _rehash(p)                          # even with a matching manifest
+    _rehash(p)  # even with a matching manifest
 
 
 def _junk_csv(p):
-    with open(p / "cells.csv", "wb") as f:       # 100 MB (sparse: cheap to make)
+    with open(p / "cells.csv", "wb") as f:  # 100 MB (sparse: cheap to make)
         f.truncate(100 << 20)
 
 
@@ -116,20 +119,26 @@ def _garbage_json(p):
     (p / "manifest.json").write_bytes(b"\x00\xff{not json" * 100)
 
 
-@pytest.mark.parametrize("damage", [_truncate_csv, _foreign_settings, _junk_csv, _junk_manifest,
-                                    _junk_entry, _garbage_json], ids=lambda f: f.__name__[1:])
+@pytest.mark.parametrize(
+    "damage",
+    [_truncate_csv, _foreign_settings, _junk_csv, _junk_manifest, _junk_entry, _garbage_json],
+    ids=lambda f: f.__name__[1:],
+)
 def test_a_damaged_entry_is_ignored_logged_and_recomputed(filled, damage, caplog, monkeypatch):
     path = store.entry_path("svm-rank")
     damage(path)
     reads = []
     real = store._read
-    monkeypatch.setattr(store, "_read", lambda p, limit, size=None: reads.append(
-        len(out := real(p, limit, size))) or out)
+    monkeypatch.setattr(
+        store,
+        "_read",
+        lambda p, limit, size=None: reads.append(len(out := real(p, limit, size))) or out,
+    )
     with caplog.at_level(logging.WARNING, logger="attsvm.store"):
         assert store.load("svm-rank") is None
     assert "ignoring svm-rank's entry" in caplog.text
-    assert max(reads, default=0) < 1 << 20          # nothing near the junk's size was read
-    assert store.load("regularization-path") is not None        # the other entry stands
+    assert max(reads, default=0) < 1 << 20  # nothing near the junk's size was read
+    assert store.load("regularization-path") is not None  # the other entry stands
     assert store.fill(NAMES, say=lambda s: None) == ["svm-rank"]
     assert store.load("svm-rank") is not None
     assert not [p for p in filled.iterdir() if p.name.startswith((".tmp-", ".trash-"))]
@@ -145,7 +154,7 @@ def test_a_held_lock_defers_the_entry_to_its_holder(root):
     (path.parent / f"{path.name}.status").write_text(json.dumps({"frac": 0.45, "text": "d=5"}))
     st = store.state("svm-rank")
     assert (st.kind, st.frac, st.text) == ("computing", 0.45, "d=5")
-    threading.Timer(1.0, os.close, [fd]).start()                # the holder ends, no entry
+    threading.Timer(1.0, os.close, [fd]).start()  # the holder ends, no entry
     t0 = time.monotonic()
     assert store.fill(["svm-rank"], say=lambda s: None, wait_s=0.2) == ["svm-rank"]
     assert time.monotonic() - t0 >= 1.0
@@ -185,8 +194,13 @@ def test_a_failing_experiment_is_reported_and_the_rest_filled(root, monkeypatch)
 def test_killed_filler_leaves_no_partial_entry_and_the_next_completes(root):
     """`python -m attsvm fill` killed (SIGKILL) mid-computation: nothing partial is readable;
     the next run completes the store."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), store.SETTINGS_ENV: json.dumps(
-        {**TINY, "svm-rank": {**TINY["svm-rank"], "runs": 400, "max_draws": 4000}})}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        store.SETTINGS_ENV: json.dumps(
+            {**TINY, "svm-rank": {**TINY["svm-rank"], "runs": 400, "max_draws": 4000}}
+        ),
+    }
     cmd = [sys.executable, "-m", "attsvm", "fill", "svm-rank", "--cpu-devices", "1"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with pytest.MonkeyPatch.context() as mp:
@@ -198,7 +212,7 @@ def test_killed_filler_leaves_no_partial_entry_and_the_next_completes(root):
         time.sleep(0.5)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        assert store.state("svm-rank").kind == "missing"        # the lock died with it
+        assert store.state("svm-rank").kind == "missing"  # the lock died with it
         assert store.load("svm-rank") is None
         assert not [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
@@ -210,23 +224,35 @@ def test_killed_filler_leaves_no_partial_entry_and_the_next_completes(root):
 def test_the_filler_process_runs_niced_on_one_core_with_one_xla_thread(root, monkeypatch):
     monkeypatch.setenv("ATTSVM_MODE", "hosted")
     monkeypatch.setenv("ATTSVM_FILL", "svm-rank,no-such")
-    argv, env = store.background_command()
-    assert argv[3:] == [sys.executable, "-m", "attsvm", "fill", "svm-rank", "--cpu-devices",
-                        "1", "--quiet"]
+    argv, env = filler.background_command()
+    assert argv[3:] == [
+        sys.executable,
+        "-m",
+        "attsvm",
+        "fill",
+        "svm-rank",
+        "--cpu-devices",
+        "1",
+        "--quiet",
+    ]
     assert env["ATTSVM_MODE"] == "local" and env["JAX_PLATFORMS"] == "cpu"
-    assert store.ONE_THREAD_XLA in env["XLA_FLAGS"] and env["OPENBLAS_NUM_THREADS"] == "1"
+    assert filler.ONE_THREAD_XLA in env["XLA_FLAGS"] and env["OPENBLAS_NUM_THREADS"] == "1"
     assert env["ATTSVM_RESULTS"] == str(root)
     probe = "import os; print(os.nice(0), len(os.sched_getaffinity(0)))"
-    out = subprocess.run([*argv[:4], "-c", probe], capture_output=True, text=True,
-                         check=True).stdout.split()
+    out = subprocess.run(
+        [*argv[:4], "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert out == ["19", "1"]
 
 
 def test_fill_settings_switch(monkeypatch):
-    for value, want in (("0", ()), ("1", store.names()), ("svm-rank, geometry-1",
-                                                         ("geometry-1", "svm-rank"))):
+    for value, want in (
+        ("0", ()),
+        ("1", store.names()),
+        ("svm-rank, geometry-1", ("geometry-1", "svm-rank")),
+    ):
         monkeypatch.setenv("ATTSVM_FILL", value)
-        assert store.fill_names() == want
+        assert filler.fill_names() == want
     monkeypatch.setenv(store.SETTINGS_ENV, "[1, 2]")
     with pytest.raises(ValueError, match="ATTSVM_STORE_SETTINGS"):
         store.default_settings("svm-rank")
@@ -237,7 +263,7 @@ def test_the_cli_keeps_default_results_in_the_store(root, tmp_path, capsys):
     tiny = ["--set", "pairs=((5, 5),)", "--set", "ds=(2, 5)", "--set", "max_draws=60"]
     cli = ["reproduce", "svm-rank", *tiny, "--out", str(out), "--quiet", "--no-png"]
     assert main([*cli, "--runs", "4"]) == 0
-    assert store.state("svm-rank").kind == "missing"             # not the store's settings
+    assert store.state("svm-rank").kind == "missing"  # not the store's settings
     assert main([*cli, "--runs", "5", "--no-store"]) == 0
     assert store.state("svm-rank").kind == "missing"
     assert main([*cli, "--runs", "5"]) == 0
@@ -247,13 +273,13 @@ def test_the_cli_keeps_default_results_in_the_store(root, tmp_path, capsys):
     assert "1 of 2 entries computed here" in capsys.readouterr().out
     assert main(["fill", "no-such"]) == 2
     root.rename(tmp_path / "moved")
-    root.write_text("not a folder")                 # an unwritable store: a note, not a crash
+    root.write_text("not a folder")  # an unwritable store: a note, not a crash
     assert main([*cli, "--runs", "5"]) == 0
     assert "not kept in the results store" in capsys.readouterr().err
 
 
 def test_an_unwritable_store_stops_the_filler_with_a_message(root):
-    root.write_text("not a folder")         # (a read-only folder, for a user other than root)
+    root.write_text("not a folder")  # (a read-only folder, for a user other than root)
     said = []
     assert store.fill(NAMES, say=said.append) == []
     assert "cannot write" in said[-1] and store.load("svm-rank") is None
@@ -266,10 +292,12 @@ def _proc_state(pid: int) -> str:
 def test_a_paused_filler_is_suspended_until_resumed_and_stops_when_asked(root, monkeypatch):
     """`Filler.pause`: SIGSTOP / SIGCONT of the filler process (the server pauses it while a
     visitor's page runs); `stop` ends a suspended filler too."""
-    monkeypatch.setenv(store.SETTINGS_ENV, json.dumps(
-        {**TINY, "svm-rank": {**TINY["svm-rank"], "runs": 400, "max_draws": 4000}}))
+    monkeypatch.setenv(
+        store.SETTINGS_ENV,
+        json.dumps({**TINY, "svm-rank": {**TINY["svm-rank"], "runs": 400, "max_draws": 4000}}),
+    )
     monkeypatch.setenv("ATTSVM_FILL", "svm-rank")
-    f = store.Filler(root)
+    f = filler.Filler(root)
     try:
         assert f.running and f.pid
         f.pause(True)

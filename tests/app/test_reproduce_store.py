@@ -13,7 +13,7 @@ import pytest
 from conftest import assert_clean, charts, open_page
 
 import attsvm
-from attsvm import store
+from attsvm import filler, store
 from ui import hosted, results
 
 TINY = {"svm-rank": {"pairs": [[5, 5]], "ds": [2, 5], "runs": 5, "max_draws": 60},
@@ -142,7 +142,7 @@ def test_one_filler_per_server_started_again_only_when_entries_went_missing(monk
             self.running = True
             started.append(self)
 
-    monkeypatch.setattr(store, "Filler", Fake)
+    monkeypatch.setattr(filler, "Filler", Fake)
     clock = [1000.0]
     monkeypatch.setattr(results.time, "monotonic", lambda: clock[0])
     server = results._Server()

@@ -186,7 +186,8 @@ def _run(name: str, overrides: dict, price, refused):
                    "compute. Click Run to reproduce with these settings.")
         return
     try:
-        res = cache.experiment(name, st.session_state[last])
+        res = cache.experiment(name, experiments.settings(
+            name, **json.loads(st.session_state[last])))
     except ValueError as exc:  # settings over the budget, infeasible data, …
         st.error(f"**Cannot run this:** {hosted.escape_markdown(exc)}", icon="🚫")
         return
