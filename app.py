@@ -16,10 +16,6 @@ os.environ.setdefault("ATTSVM_MALLOC", "system")
 
 import streamlit as st  # noqa: E402
 
-from ui.serve import wait_for_preload  # noqa: E402
-
-wait_for_preload()  # under `python -m ui.serve`, its background imports finish first
-
 st.set_page_config(
     page_title="attsvm — Transformers as SVMs", page_icon=":material/hub:", layout="wide"
 )

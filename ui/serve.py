@@ -1,14 +1,14 @@
-"""Start the explorer with its imports begun before the first visitor arrives:
+"""Start the explorer with its imports done before the server listens:
 
     python -m ui.serve [options of `streamlit run`, e.g. --server.port=8501]
 
 `streamlit run app.py` imports JAX, cvxpy, pandas, Altair and the library during the first
-visitor's first script run (≈ 2–3 s on the 2-core machine). Streamlit runs app.py in threads
-of its own process, so modules imported here are loaded for every session. They are imported
-in a background thread while the server starts and the first browser loads Streamlit's
-frontend, so the two overlap; app.py's first line waits for that thread, so a script run never
-imports a module while the thread is importing it. The hosted image starts this way
-(Dockerfile; docs/hosting.md; docs/performance.md says how the first page is timed).
+visitor's first script run: ≈ 3 s on the 2-core machine, so a fresh server's first page
+took 5–6 s to show its title (benchmarks/store_fill.py). Streamlit runs app.py in threads of
+its own process, so modules imported here, before the server starts, are loaded for every
+session: the server takes those seconds to come up (its health check answers after them)
+and its first visitor does not wait for them. The hosted image starts this way
+(Dockerfile; docs/hosting.md).
 """
 
 from __future__ import annotations
@@ -18,13 +18,9 @@ import logging
 import os
 import pkgutil
 import sys
-import threading
 from pathlib import Path
 
 APP = Path(__file__).resolve().parents[1] / "app.py"
-
-_loaded = threading.Event()
-_loaded.set()  # nothing to wait for unless start_preload() ran in this process
 
 
 def preload() -> list[str]:
@@ -63,33 +59,10 @@ def preload() -> list[str]:
     return names
 
 
-def start_preload() -> None:
-    """Run `preload` in a background thread; `wait_for_preload` returns once it is done."""
-    _loaded.clear()
-
-    def run() -> None:
-        try:
-            preload()
-        finally:
-            _loaded.set()  # a failed import is then retried, and reported, by the script run
-
-    threading.Thread(target=run, name="attsvm-preload", daemon=True).start()
-
-
-def wait_for_preload() -> None:
-    """Block until the background imports are done (at once when none were started)."""
-    _loaded.wait()
-
-
 def main(argv: list[str] | None = None) -> int:
-    # The server's own modules are imported here, on the main thread, before the preload
-    # thread starts: the two threads then never import the same package at the same time.
-    from streamlit.runtime.caching import cache_data_api  # noqa: F401
-    from streamlit.web import bootstrap, cli, server  # noqa: F401
+    preload()
+    from streamlit.web import cli
 
-    from ui import serve  # run as __main__, this file's state for app.py lives in ui.serve
-
-    serve.start_preload()
     sys.argv = ["streamlit", "run", str(APP), *(sys.argv[1:] if argv is None else argv)]
     return cli.main()
 

@@ -62,8 +62,8 @@ def _free_port() -> int:
 def streamlit_server(*, mode: str | None = None, log_name: str = "e2e-server.log",
                      args: tuple = ()):
     """`streamlit run app.py` on a free local port (ATTSVM_MODE=`mode`, or unset; a hosted
-    server starts as the Dockerfile starts it, `python -m ui.serve`, its imports begun at
-    start); yields (base URL, process) once its health check answers, and stops it
+    server starts as the Dockerfile starts it, `python -m ui.serve`, its imports done before
+    it listens); yields (base URL, process) once its health check answers, and stops it
     afterwards."""
     if not Path(CHROMIUM).exists():
         _unavailable(f"{CHROMIUM} not found (apt-get install chromium)")
