@@ -1,5 +1,6 @@
 """The Next-token prediction page's Streamlit side: intro, the session's budget check and
 the metered live run (the computations are `attsvm.ntp.session`)."""
+
 from __future__ import annotations
 
 import streamlit as st
@@ -31,8 +32,11 @@ def intro():
         "data (Li, Huang, Ildiz, Rawat, Oymak, arXiv 2403.08081). Per last token k the data "
         "define a **token-priority graph** G^(k): the label beats every other token of its "
         "sequence. GD retrieves the tokens of the highest-priority SCC of the context and "
-        "composes them softly:")
-    st.latex(r"W(\tau)\approx W^{fin}+R(\tau)\,W^{svm},\quad W^{svm}=\arg\min\|W\|_F\ "
-             r"\text{s.t.}\ (e_y-e_j)^\top W e_k \begin{cases}=0 & \text{same SCC of } "
-             r"G^{(k)}\\ \ge 1 & \text{otherwise}\end{cases}")
+        "composes them softly:"
+    )
+    st.latex(
+        r"W(\tau)\approx W^{fin}+R(\tau)\,W^{svm},\quad W^{svm}=\arg\min\|W\|_F\ "
+        r"\text{s.t.}\ (e_y-e_j)^\top W e_k \begin{cases}=0 & \text{same SCC of } "
+        r"G^{(k)}\\ \ge 1 & \text{otherwise}\end{cases}"
+    )
     st.caption("This page has its own settings (below); the sidebar's problem does not apply.")
