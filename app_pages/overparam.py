@@ -8,17 +8,12 @@ from attsvm.config import ProblemSpec
 from attsvm_charts import explorer as charts
 from ui import about, cache, export_ui, hosted
 from ui.sidebar import specs
+from ui.views import overparam as view
 from ui.widgets import BOUND, build, check_gd, check_svm, explained
 
 D_CHOICES = [1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 30, 40, 64]
 
-st.title("Over-parameterization")
-st.markdown(
-    "The paper argues that a larger embedding dimension d helps twice: once "
-    "d ≥ max(n, T − 1) every Att-SVM_α is feasible (for generic data), and GD from a random "
-    "start reaches the **global** selection α = opt more often. Here each d gets its own "
-    "random problems (data seeds seed, seed+1, …) and one GD run each."
-)
+view.intro()
 
 pspec_sb, tspec = specs()
 if pspec_sb.source != "random":
@@ -68,29 +63,7 @@ bars = charts.fraction_bars(
 )
 st.altair_chart(bars)
 about.explain(st, "overparam-bars")
-wide = frac.pivot(index="d", columns="outcome", values="fraction").reset_index()
-st.dataframe(
-    wide,
-    hide_index=True,
-    key="ovp_table",
-    column_config={
-        c: st.column_config.NumberColumn(format="%.2f") for c in wide.columns if c != "d"
-    },
-)
-st.caption(
-    f"Feasibility is guaranteed (generically) from d ≥ max(n, T − 1) = "
-    f"{max(pspec_sb.n, pspec_sb.T - 1)}. 'Locally optimal' uses the SVM of the sidebar's "
-    "parameterization (Frobenius for W, nuclear for K Qᵀ). For reference, a re-run with the "
-    "authors' code (n = 6, T = 8, 2000 steps, 50 runs, W) gave global 0.22 / 0.28 / 0.56 / "
-    "0.68 / 0.78 and locally optimal 0.48 / 0.96 / 0.98 / 1.00 / 1.00 at d = 2 / 4 / 8 / 10 / "
-    "15 (docs/theory.md §4 E6); the paper's own bar heights are not recoverable."
-)
-with st.expander("Every run", key="ovp_runs_box"):
-    show = res.assign(
-        selection=res["selection"].map(lambda a: "·".join(map(str, a))),
-        opt=res["opt"].map(lambda a: "tie" if a is None else "·".join(map(str, a))),
-    )
-    st.dataframe(show, hide_index=True, key="ovp_all")
+view.results(frac, res, pspec_sb)
 export_ui.export_button(
     key="ovp_export",
     problem=None,
