@@ -1,5 +1,6 @@
-"""The "Rank from small init" page's text: the intro, the claims (proved or observed here)
-and the end-of-run panel (ranks next to the nuclear-norm SVM's, the selection's verdict)."""
+"""The "Rank from small init" page's panels: the intro, the controls, the claims (proved or
+observed here), the spectrum charts and the end-of-run panel (ranks next to the nuclear-norm
+SVM's, the selection's verdict)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,12 @@ import streamlit as st
 
 from attsvm.metrics import RANK_RTOL
 from attsvm.staircase import STAIR_RTOL, TAKEOFF_FRAC
+from attsvm.training import INIT_KINDS
+from attsvm_charts import staircase as charts
+from ui.widgets import BOUND
+
+ALPHAS = sorted({10.0**e for e in range(-8, 1)} | {0.3})
+LAMBDAS = [0.0, 1e-4, 1e-3, 3e-3, 1e-2, 3e-2]
 
 PROVED = ":green-badge[proved]"
 OBSERVED = ":orange-badge[observed here]"
@@ -92,3 +99,75 @@ def verdict_panel(out: dict, alpha: float, lr: float):
         f"**Selection reached** {OBSERVED}: {VERDICT[v['kind']]}; loss "
         f"{v['loss']:.4f}. Relative gap at the end: {gap['rel_gap'].iloc[-1]:.1e}."
     )
+
+
+def controls() -> tuple[float, str, float, str, int, float]:
+    """(init scale α, init kind, weight decay λ, rule, steps, step size η)."""
+    c = st.columns(6)
+    alpha = c[0].select_slider(
+        "init scale α",
+        ALPHAS,
+        value=1e-4,
+        format_func="{:g}".format,
+        key="stair_alpha",
+        **BOUND,
+        help="K₀, Q₀ at scale α (log slider)",
+    )
+    kind = c[1].selectbox(
+        "init kind",
+        INIT_KINDS,
+        key="stair_kind",
+        **BOUND,
+        help="gaussian: α·N(0, 1) entries; diagonal: α·I; aligned: α times the "
+        "singular vectors of −∇L(0)",
+    )
+    lam = c[2].select_slider(
+        "weight decay λ",
+        LAMBDAS,
+        value=0.0,
+        format_func="{:g}".format,
+        key="stair_lambda",
+        **BOUND,
+        help="λ/2 (‖K‖² + ‖Q‖²) added to the loss",
+    )
+    rule = c[3].radio(
+        "GD",
+        ["gd", "ngd"],
+        format_func={"gd": "plain", "ngd": "normalized"}.get,
+        key="stair_rule",
+        horizontal=True,
+        **BOUND,
+    )
+    steps = c[4].selectbox(
+        "steps", [1000, 2000, 5000, 10000, 20000], index=2, key="stair_steps", **BOUND
+    )
+    lr = c[5].number_input(
+        "step size η",
+        0.001,
+        2.0,
+        0.5,
+        0.05,
+        key="stair_lr",
+        **BOUND,
+        format="%.3f",
+        help="normalized GD moves each factor by η per step: "
+        "it needs η ≈ 0.01 or less to settle; plain GD is stable at 0.5 here",
+    )
+    return float(alpha), kind, float(lam), rule, int(steps), float(lr)
+
+
+def spectrum(out: dict, alpha: float):
+    """The spectrum of ΔW against the step and, for α < 1, against rescaled time t / log(1/α)
+    (the staircase); returns the first chart."""
+    spec_step = charts.spectrum(out["spectrum"], x="step")
+    c1, c2 = st.columns(2)
+    c1.altair_chart(spec_step)
+    if alpha < 1:
+        c2.altair_chart(
+            charts.spectrum(
+                out["spectrum"], x="rescaled", title="… against rescaled time (the staircase)"
+            )
+        )
+    else:
+        c2.info("t / log(1/α) needs α < 1.")
+    return spec_step
