@@ -154,6 +154,23 @@ def _check_settings(
     )
     m = prob.d if m is None else check_int("m", m, 1, prob.d)
     ridge = ridge_of(param, ridge, weight_decay)
+    _check_record_floats(prob, steps, record_every, n_runs)
+    return dict(
+        param=param,
+        steps=steps,
+        lr=lr,
+        loss=loss,
+        record_every=record_every,
+        m=m,
+        ridge=ridge,
+        weight_decay=2.0 * ridge if param == "KQ" else None,
+        **rule,
+    )
+
+
+def _check_record_floats(prob: Problem, steps: int, record_every: int, n_runs: int) -> None:
+    """Refuse a recorded history over `MAX_RECORD_FLOATS` numbers, naming the `record_every`
+    that fits."""
     k = steps // record_every + 1
     total = limits.record_floats(
         n=prob.n,
@@ -172,17 +189,6 @@ def _check_settings(
             f"numbers; got {record_every} ({n_runs} runs × {k} records × {per} numbers). "
             f"Record every {math.ceil(steps / most)} steps or fewer runs."
         )
-    return dict(
-        param=param,
-        steps=steps,
-        lr=lr,
-        loss=loss,
-        record_every=record_every,
-        m=m,
-        ridge=ridge,
-        weight_decay=2.0 * ridge if param == "KQ" else None,
-        **rule,
-    )
 
 
 def default_init(
@@ -420,7 +426,8 @@ def train_batch(
     init_kind: str | None = None,
     weight_decay: float | None = None,
 ) -> Trajectory:
-    """Run GD on several problems of equal shape at once (one compiled, vmapped program).
+    """Run GD on several problems of equal shape at once (one compiled, vmapped program);
+    returns a batched `Trajectory` (index it for single runs).
 
     Args:
         probs: sequence of B `Problem`s with equal (n, T, d), head and query mode.
@@ -445,10 +452,9 @@ def train_batch(
         saturation_tol: threshold of `Trajectory.saturated_at`; None: where a run with
             these gradient settings stops (`trajectory.saturation_tol_for`: 1e-300 for the
             exact default, 1e-13 for the authors' gradient).
-        devices: the JAX devices to spread the runs over (default: every accelerator; on
-            the CPU, a batch of 32 runs or more is split into one block per CPU device, one
-            per core: `batching.cpu_split`). One device runs the whole batch there (sweeps
-            deal fixed-size chunks to devices this way).
+        devices: the JAX devices to spread the runs over (default: every accelerator; on the
+            CPU, a batch of 32 runs or more is split into one block per CPU device, one per
+            core: `batching.cpu_split`). One device runs it all (sweeps deal chunks this way).
         optimizer: the update rule, one of `optimizers.OPTIMIZERS` ("gd", "ngd", "polyak",
             "md", "nmd", "sign", "spectral"; for "KQ" gd/ngd/polyak/sign); default "ngd"
             ("gd" when normalized=False). Traced: switching rules does not recompile.
@@ -467,38 +473,28 @@ def train_batch(
             The attention keeps the exact centred gradient. `Trajectory.v` records v.
         init_v: with train_v, B starting heads (d,) (zero allowed); None: the problems' v.
 
-    Returns:
-        A batched `Trajectory` (index it for single runs).
-
     Long because its docstring documents every option of the public entry point.
     """
     probs = _check_probs(probs)
-    p0, B = probs[0], len(probs)
-    cfg = _check_settings(
-        p0,
-        param=param,
-        steps=steps,
-        lr=lr,
-        normalized=normalized,
-        loss=loss,
-        record_every=record_every,
-        m=m,
-        ridge=ridge,
-        n_runs=B,
-        optimizer=optimizer,
-        p=p,
-        eps=eps,
-        centred=centred,
-        weight_decay=weight_decay,
-    )
-    seed = check_int("seed", seed, 0, 2**63 - 1)
+    gd = dict(param=param, steps=steps, lr=lr, normalized=normalized, loss=loss, m=m, ridge=ridge)
+    rule = dict(optimizer=optimizer, p=p, eps=eps, centred=centred, weight_decay=weight_decay)
+    cfg = _check_settings(probs[0], **gd, **rule, record_every=record_every, n_runs=len(probs))
+    start = dict(init=init, seed=seed, init_scale=init_scale, init_kind=init_kind)
+    return _train_checked(probs, cfg, start, saturation_tol, devices, train_v, init_v)
+
+
+def _train_checked(probs, cfg: dict, start: dict, saturation_tol, devices, train_v, init_v):
+    """`train_batch` once the problems and the GD settings `cfg` are checked: check the start
+    (init, seed, init_scale, init_kind in `start`), pad, run and unpad."""
+    p0, B, m, param = probs[0], len(probs), cfg["m"], cfg["param"]
+    init_scale, init_kind = start["init_scale"], start["init_kind"]
+    seed = check_int("seed", start["seed"], 0, 2**63 - 1)
     if saturation_tol is None:
         saturation_tol = saturation_tol_for(centred=cfg["centred"], eps=cfg["eps"])
     check_float("saturation_tol", saturation_tol, 0.0, 1.0)
-    m = cfg["m"]
     inits = _inits(
         probs,
-        init,
+        start["init"],
         param=param,
         seed=seed,
         m=m,
