@@ -71,6 +71,41 @@ class Settings:
         )
 
 
+def _takeoffs(a: float, r, d: int) -> list[dict]:
+    """Per singular value k ≤ 4 at init scale `a`: the share of runs whose σ_k took off and
+    their median take-off step."""
+    take = []
+    for j in range(min(d, 4)):
+        t = r.takeoff[:, j]
+        take.append(
+            dict(
+                alpha=a,
+                k=j + 1,
+                taken_off=float(np.mean(~np.isnan(t))),
+                median_step=float(np.nanmedian(t)) if (~np.isnan(t)).any() else np.nan,
+            )
+        )
+    return take
+
+
+def _by_alpha(runs_df: pd.DataFrame) -> pd.DataFrame:
+    """Per init scale α: the share of runs reaching the global selection, the ratio σ₂/σ₁ at
+    the ratio step (median, shares under `STAIR_RTOL` and above 0.3), median ranks and loss."""
+    return (
+        runs_df.groupby("alpha")
+        .agg(
+            share_global=("is_global", "mean"),
+            median_ratio_at=("ratio_at", "median"),
+            share_rank1_at=("ratio_at", lambda x: float(np.mean(x < sc.STAIR_RTOL))),
+            share_above_03_at=("ratio_at", lambda x: float(np.mean(x > 0.3))),
+            median_delta_rank=("delta_rank", "median"),
+            median_svm_rank=("svm_rank", lambda x: float(pd.to_numeric(x).median())),
+            median_loss=("loss", "median"),
+        )
+        .reset_index()
+    )
+
+
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
     probs = [random_problem(s.n, s.T, s.d, seed=s.data_seed + j) for j in range(s.runs)]
     rows, curves, take = [], [], []
@@ -103,16 +138,7 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
                     loss=v["loss"],
                 )
             )
-        for j in range(min(s.d, 4)):
-            t = r.takeoff[:, j]
-            take.append(
-                dict(
-                    alpha=a,
-                    k=j + 1,
-                    taken_off=float(np.mean(~np.isnan(t))),
-                    median_step=float(np.nanmedian(t)) if (~np.isnan(t)).any() else np.nan,
-                )
-            )
+        take += _takeoffs(a, r, s.d)
         rel = r.sv[..., :4] / np.maximum(r.sv[..., :1], 1e-300)
         curves.append(
             pd.DataFrame(
@@ -127,19 +153,7 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
             )
         )
     runs_df, take_df = pd.DataFrame(rows), pd.DataFrame(take)
-    by = (
-        runs_df.groupby("alpha")
-        .agg(
-            share_global=("is_global", "mean"),
-            median_ratio_at=("ratio_at", "median"),
-            share_rank1_at=("ratio_at", lambda x: float(np.mean(x < sc.STAIR_RTOL))),
-            share_above_03_at=("ratio_at", lambda x: float(np.mean(x > 0.3))),
-            median_delta_rank=("delta_rank", "median"),
-            median_svm_rank=("svm_rank", lambda x: float(pd.to_numeric(x).median())),
-            median_loss=("loss", "median"),
-        )
-        .reset_index()
-    )
+    by = _by_alpha(runs_df)
     return Result(
         name=NAME,
         frames={
