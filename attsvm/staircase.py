@@ -119,6 +119,36 @@ def factor_measures(K, Q):
     return sq, nuc, sq / 2 - nuc, np.linalg.norm(D, axis=(-2, -1))
 
 
+def _check_segments(steps, segments, record_every) -> tuple[int, int]:
+    """`steps` and `segments`, checked: equal segments, each a multiple of `record_every`."""
+    steps = check_int("steps", steps, 1, 1_000_000)
+    segments = check_int("segments", segments, 1, steps)
+    if steps % segments or (steps // segments) % record_every:
+        raise ValueError(
+            f"`segments` must cut `steps` ({steps}) into equal parts that are "
+            f"multiples of `record_every` ({record_every}); got {segments}"
+        )
+    return steps, segments
+
+
+def _train_segments(probs, init, segments: int, seg: int, kw: dict):
+    """`segments` calls of `train_batch` of `seg` steps each, each starting where the last
+    ended: (W (B, k, d, d), loss (B, k), [K₀, K at each checkpoint], [Q₀, …], the last
+    trajectory)."""
+    K0 = np.stack([k for k, _ in init])
+    Q0 = np.stack([q for _, q in init])
+    Ws, losses, Ks, Qs = [], [], [K0], [Q0]
+    params = init
+    for j in range(segments):
+        tr = train_batch(probs, steps=seg, init=params, **kw)
+        Ws.append(tr.W if j == 0 else tr.W[:, 1:])
+        losses.append(tr.loss if j == 0 else tr.loss[:, 1:])
+        Ks.append(tr.K)
+        Qs.append(tr.Q)
+        params = list(zip(tr.K, tr.Q, strict=True))
+    return np.concatenate(Ws, 1), np.concatenate(losses, 1), Ks, Qs, tr
+
+
 def run_staircase(
     probs,
     *,
@@ -141,16 +171,12 @@ def run_staircase(
             vanishing ridge); steps, lr, record_every, m: as `train_batch`;
         optimizer: "gd" (plain) or "ngd" (normalized);
         segments: number of checkpoints of the factor norms (must divide steps/record_every).
+
+    Long because the record it returns names each of its measures and settings.
     """
     probs = list(probs)
     check_choice("optimizer", optimizer, RULES)
-    steps = check_int("steps", steps, 1, 1_000_000)
-    segments = check_int("segments", segments, 1, steps)
-    if steps % segments or (steps // segments) % record_every:
-        raise ValueError(
-            f"`segments` must cut `steps` ({steps}) into equal parts that are "
-            f"multiples of `record_every` ({record_every}); got {segments}"
-        )
+    steps, segments = _check_segments(steps, segments, record_every)
     seg = steps // segments
     m = probs[0].d if m is None else m
     init = [
@@ -166,19 +192,8 @@ def run_staircase(
         weight_decay=weight_decay,
         record_every=record_every,
     )
-    K0 = np.stack([k for k, _ in init])
-    Q0 = np.stack([q for _, q in init])
-    Ws, losses, Ks, Qs = [], [], [K0], [Q0]
-    params = init
-    for j in range(segments):
-        tr = train_batch(probs, steps=seg, init=params, **kw)
-        Ws.append(tr.W if j == 0 else tr.W[:, 1:])
-        losses.append(tr.loss if j == 0 else tr.loss[:, 1:])
-        Ks.append(tr.K)
-        Qs.append(tr.Q)
-        params = list(zip(tr.K, tr.Q, strict=True))
-        alpha = tr.alpha
-    W = np.concatenate(Ws, 1)
+    W, loss, Ks, Qs, tr = _train_segments(probs, init, segments, seg, kw)
+    K0, Q0 = Ks[0], Qs[0]
     rec = np.arange(0, steps + 1, record_every)
     dW = W - (K0 @ np.swapaxes(Q0, -1, -2))[:, None]
     sv = np.linalg.svd(dW, compute_uv=False)
@@ -186,7 +201,7 @@ def run_staircase(
     return StairRuns(
         steps=rec,
         W=W,
-        loss=np.concatenate(losses, 1),
+        loss=loss,
         sv=sv,
         stable_rank=stable_rank(dW),
         rescaled=rescaled_time(rec, lr, init_scale),
@@ -198,7 +213,7 @@ def run_staircase(
         imbalance=imb,
         K=tr.K,
         Q=tr.Q,
-        alpha=alpha,
+        alpha=tr.alpha,
         settings=dict(
             init_scale=init_scale,
             init_kind=init_kind,
@@ -290,6 +305,8 @@ def study(
     takeoff: j, step (NaN: not taken off); verdict: `verdicts`' row; predicted: the gap's
     predicted rate per step (None without weight decay); runs: the `StairRuns`).
     steps must be a multiple of 200 (`STUDY_POINTS` records, `STUDY_SEGMENTS` checkpoints).
+
+    Long because it builds the view's five tidy frames from the run, one after another.
     """
     steps = check_int("steps", steps, STUDY_POINTS, 100_000)
     if steps % STUDY_POINTS:
