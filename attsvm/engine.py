@@ -70,6 +70,48 @@ def compile_count() -> int:
 _STATIC = ("rule", "param", "head", "loss", "centred", "n_records", "train_v", "value_and_grad")
 
 
+def _record_buffers(model_of, params0, data, n_records: int, *, train_v: bool):
+    """Zeroed buffers for `n_records` + 1 records of every run, (n_records + 1, B, ...) each,
+    shaped by one record of `simulate`'s model."""
+
+    def record_of(params, data):
+        # a step's record from the objective alone (no gradient: tracing the whole step for
+        # the shapes costs a cold call 0.17 s of its 1.2); ‖∇L‖ has exp(logscale)'s type
+        aux = model_of(data)[0](params)[1]
+        return _record(aux, jnp.exp(aux[3]), params, train_v=train_v)
+
+    shapes = jax.eval_shape(jax.vmap(record_of), params0, data)
+    return tuple(jnp.zeros((n_records + 1,) + a.shape, a.dtype) for a in shapes)
+
+
+def _loop_body(k, c, *, vstep, data, record_every):
+    """Step k of `simulate`'s loop: every run's step, its record written to slot ⌈k / r⌉."""
+    params, state, prev, bad_at, bufs = c
+    # the record step k − 1 wrote (its own: a run that rolled back has stopped), which
+    # a rollback at step k records again
+    prev_rec = tuple(
+        jax.lax.dynamic_index_in_dim(b, (k + record_every - 2) // record_every, 0, keepdims=False)
+        for b in bufs
+    )
+    (params, state, prev, bad_at), rec = vstep(params, state, prev, prev_rec, bad_at, data, k)
+    slot = (k + record_every - 1) // record_every
+    bufs = tuple(
+        jax.lax.dynamic_update_index_in_dim(b, r, slot, 0) for b, r in zip(bufs, rec, strict=True)
+    )
+    return params, state, prev, bad_at, bufs
+
+
+def _rolled_back(params, prev, bad_at):
+    """The final parameters: a run that rolled back (bad_at ≥ 0) keeps `prev`, the others
+    `params` (leading run axis B on every leaf)."""
+    B = bad_at.shape[0]
+    return jax.tree_util.tree_map(
+        lambda a, b: jnp.where((bad_at >= 0).reshape((B,) + (1,) * (a.ndim - 1)), a, b),
+        params,
+        prev,
+    )
+
+
 @partial(jax.jit, static_argnames=_STATIC)
 def simulate(
     params0,
@@ -135,45 +177,17 @@ def simulate(
         )
         return step(params, state, prev, prev_rec, bad_at, k)
 
-    def record_of(params, data):
-        # a step's record from the objective alone (no gradient: tracing the whole step for
-        # the shapes costs a cold call 0.17 s of its 1.2); ‖∇L‖ has exp(logscale)'s type
-        aux = model_of(data)[0](params)[1]
-        return _record(aux, jnp.exp(aux[3]), params, train_v=train_v)
-
     vstep = jax.vmap(run_step, in_axes=(0, 0, 0, 0, 0, 0, None))
     init = jax.vmap(_rule(rule).init)
     B = jax.tree_util.tree_leaves(params0)[0].shape[0]
     state0, bad0 = init(params0), jnp.full((B,), -1)
-    shapes = jax.eval_shape(jax.vmap(record_of), params0, data)
-    bufs0 = tuple(jnp.zeros((n_records + 1,) + a.shape, a.dtype) for a in shapes)
-
-    def body(k, c):
-        params, state, prev, bad_at, bufs = c
-        # the record step k − 1 wrote (its own: a run that rolled back has stopped), which
-        # a rollback at step k records again
-        prev_rec = tuple(
-            jax.lax.dynamic_index_in_dim(
-                b, (k + record_every - 2) // record_every, 0, keepdims=False
-            )
-            for b in bufs
-        )
-        (params, state, prev, bad_at), rec = vstep(params, state, prev, prev_rec, bad_at, data, k)
-        slot = (k + record_every - 1) // record_every
-        bufs = tuple(
-            jax.lax.dynamic_update_index_in_dim(b, r, slot, 0)
-            for b, r in zip(bufs, rec, strict=True)
-        )
-        return params, state, prev, bad_at, bufs
+    bufs0 = _record_buffers(model_of, params0, data, n_records, train_v=train_v)
 
     carry0 = (params0, state0, params0, bad0, bufs0)
+    body = partial(_loop_body, vstep=vstep, data=data, record_every=record_every)
     params, _, prev, bad_at, recs = jax.lax.fori_loop(0, n_records * record_every + 1, body, carry0)
     bad_at = jnp.where(bad_at >= n_records * record_every, -1, bad_at)
-    final = jax.tree_util.tree_map(
-        lambda a, b: jnp.where((bad_at >= 0).reshape((B,) + (1,) * (a.ndim - 1)), a, b),
-        params,
-        prev,
-    )
+    final = _rolled_back(params, prev, bad_at)
     # Records come out record-major, (k, B, ...), as the loop writes them: a run-major layout
     # would cost XLA a transposing copy of the whole history (≈ 40% of a 2000-step call).
     return recs, final, bad_at
