@@ -182,6 +182,30 @@ def _check_inits(init, B: int, batched: bool, *, param, L, H, d, m, probs, seed)
     return out
 
 
+def _check_record_floats(prob: Problem, layers, heads, steps, record_every, runs) -> None:
+    """Refuse a stack's recorded history over `limits.MAX_RECORD_FLOATS` numbers, naming the
+    `record_every` that fits."""
+    total = limits.stack_record_floats(
+        n=prob.n,
+        T=prob.T,
+        d=prob.d,
+        layers=layers,
+        heads=heads,
+        steps=steps,
+        record_every=record_every,
+        runs=runs,
+    )
+    if total > limits.MAX_RECORD_FLOATS:
+        k = steps // record_every + 1
+        per = total // (runs * k)
+        most = max(1, limits.MAX_RECORD_FLOATS // (runs * per) - 1)
+        raise ValueError(
+            f"`record_every` must keep the recorded history under "
+            f"{limits.MAX_RECORD_FLOATS:,} numbers; got {record_every}. Record "
+            f"every {math.ceil(steps / most)} steps or fewer runs."
+        )
+
+
 def check_stack_settings(
     prob: Problem,
     *,
@@ -222,25 +246,7 @@ def check_stack_settings(
     if not isinstance(centred, (bool, np.bool_)):
         raise ValueError(f"`centred` must be True or False; got {centred!r}")
     m = prob.d if m is None else check_int("m", m, 1, prob.d)
-    total = limits.stack_record_floats(
-        n=prob.n,
-        T=prob.T,
-        d=prob.d,
-        layers=layers,
-        heads=heads,
-        steps=steps,
-        record_every=record_every,
-        runs=runs,
-    )
-    if total > limits.MAX_RECORD_FLOATS:
-        k = steps // record_every + 1
-        per = total // (runs * k)
-        most = max(1, limits.MAX_RECORD_FLOATS // (runs * per) - 1)
-        raise ValueError(
-            f"`record_every` must keep the recorded history under "
-            f"{limits.MAX_RECORD_FLOATS:,} numbers; got {record_every}. Record "
-            f"every {math.ceil(steps / most)} steps or fewer runs."
-        )
+    _check_record_floats(prob, layers, heads, steps, record_every, runs)
     return dict(
         layers=layers,
         heads=heads,
@@ -307,25 +313,18 @@ def train_stack(
         A `StackRun` (batched for a sequence of problems).
     """
     probs, batched = _check_probs(prob)
-    p0, B = probs[0], len(probs)
-    cfg = check_stack_settings(
-        p0,
-        layers=layers,
-        heads=heads,
-        steps=steps,
-        lr=lr,
-        record_every=record_every,
-        runs=B,
-        param=param,
-        m=m,
-        loss=loss,
-        optimizer=optimizer,
-        normalized=normalized,
-        p=p,
-        eps=eps,
-        centred=centred,
-        ridge=ridge,
+    gd = dict(steps=steps, lr=lr, record_every=record_every, loss=loss, normalized=normalized)
+    rule = dict(optimizer=optimizer, p=p, eps=eps, centred=centred, ridge=ridge, param=param, m=m)
+    cfg = check_stack_settings(probs[0], layers=layers, heads=heads, runs=len(probs), **gd, **rule)
+    return _train_stack_checked(
+        probs, batched, cfg, residual, causal, values, init, seed=seed, devices=devices
     )
+
+
+def _train_stack_checked(probs, batched, cfg, residual, causal, values, init, *, seed, devices):
+    """`train_stack` once the problems and the GD settings `cfg` are checked: check the flags,
+    the values and the start, run, and gather the `StackRun`."""
+    p0, B, param = probs[0], len(probs), cfg["param"]
     for name, flag in (("residual", residual), ("causal", causal)):
         if not isinstance(flag, (bool, np.bool_)):
             raise ValueError(f"`{name}` must be True or False; got {flag!r}")
