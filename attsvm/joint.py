@@ -113,6 +113,26 @@ def head_svm(prob: Problem, alpha, norm: str = "fro", p: float | None = None):
     return status, v, (None if v is None else A @ v), lam
 
 
+def _relaxed_att_svm(prob: Problem, alpha, support, norm: str, p, *, solved: bool) -> tuple:
+    """The relaxed Att-SVM of W at α: margin 1 on support sequences, 0 elsewhere; (status, W,
+    margins, duals (n, T)), None fields when the head SVM was not `solved`."""
+    W = W_marg = W_duals = None
+    W_status = "not solved (head SVM infeasible)"
+    if solved:
+        rows, idx = constraint_rows(prob, alpha)
+        b = support[idx[:, 0]].astype(float)  # 1 on support sequences, 0 elsewhere
+        if rows.shape[0] == 0:
+            W_status, W = "optimal", np.zeros((prob.d, prob.d))
+        else:
+            W_status, w, lam = _min_norm(rows, b, norm, p)
+            if w is not None:
+                W = w.reshape(prob.d, prob.d)
+                W_marg, _ = margins_and_support(prob, rows, idx, W, alpha)
+                W_duals = np.full((prob.n, prob.T), np.nan)
+                W_duals[idx[:, 0], idx[:, 2]] = lam
+    return W_status, W, W_marg, W_duals
+
+
 def solve_joint_svm(
     prob: Problem,
     alpha=None,
@@ -151,20 +171,9 @@ def solve_joint_svm(
     support = np.zeros(prob.n, bool) if v is None else v_marg <= 1.0 + support_tol
     tight_norm, tight_p = ("fro", None) if norm == "fro" or p == 2.0 else ("lp", p)
     tight = solve_att_svm(prob, alpha, tight_norm, p=tight_p, support_tol=support_tol)
-    W = W_marg = W_duals = None
-    W_status = "not solved (head SVM infeasible)"
-    if v is not None:
-        rows, idx = constraint_rows(prob, alpha)
-        b = support[idx[:, 0]].astype(float)  # 1 on support sequences, 0 elsewhere
-        if rows.shape[0] == 0:
-            W_status, W = "optimal", np.zeros((prob.d, prob.d))
-        else:
-            W_status, w, lam = _min_norm(rows, b, norm, p)
-            if w is not None:
-                W = w.reshape(prob.d, prob.d)
-                W_marg, _ = margins_and_support(prob, rows, idx, W, alpha)
-                W_duals = np.full((prob.n, prob.T), np.nan)
-                W_duals[idx[:, 0], idx[:, 2]] = lam
+    W_status, W, W_marg, W_duals = _relaxed_att_svm(
+        prob, alpha, support, norm, p, solved=v is not None
+    )
     return JointSvm(
         v=v,
         v_status=v_status,
@@ -374,6 +383,73 @@ def cosine(A, B) -> float:
     return float(A @ B / den) if den > 0 else np.nan
 
 
+def _authors_run(pre, steps: int, every: int, p: float) -> tuple:
+    """`authors_loop` in float32 with the preset's ε, recorded every `every` steps:
+    (W's, v's, steps)."""
+    Ws, vs = authors_loop(
+        pre.prob, pre.W0, pre.v0, steps=steps, lr=pre.lr, dtype="float32", eps=pre.authors_eps, p=p
+    )
+    return Ws[::every], vs[::every], np.arange(0, steps + 1, every)
+
+
+def _paths_and_table(prob, runs: dict, sv) -> tuple[list, list]:
+    """Per run {label: (W's, v's, steps)}: the paths of W z₁ and v (one frame per run and
+    tensor) and a table row with the final directions and their correlations with `sv`."""
+    paths, table = [], []
+    for label, (Ws, vs, st) in runs.items():
+        Wz = first_query_path(prob, Ws)
+        for tensor, P in (("W z₁", Wz), ("v", vs)):
+            paths.append(
+                pd.DataFrame(dict(step=st, run=label, tensor=tensor, x=P[:, 0], y=P[:, 1]))
+            )
+        table.append(
+            dict(
+                run=label,
+                W_z1=f"({_unit(Wz[-1])[0]:.4f}, {_unit(Wz[-1])[1]:.4f})",
+                v=f"({_unit(vs[-1])[0]:.4f}, {_unit(vs[-1])[1]:.4f})",
+                corr_relaxed=cosine(Ws[-1], sv.W),
+                corr_tight=cosine(Ws[-1], sv.W_tight),
+                corr_v=cosine(vs[-1], sv.v),
+                norm_W=float(np.linalg.norm(Ws[-1])),
+                norm_v=float(np.linalg.norm(vs[-1])),
+            )
+        )
+    return paths, table
+
+
+def _svm_rays(prob, sv) -> list[dict]:
+    """The unit directions of the SVMs' W z₁ (relaxed and tight, where solved) and v^mm."""
+    rays = []
+    for svm, W in (("W^relax z₁", sv.W), ("W^tight z₁", sv.W_tight)):
+        if W is not None:
+            u = _unit(first_query_path(prob, W))
+            rays.append(dict(svm=svm, tensor="W z₁", x=u[0], y=u[1]))
+    if sv.v is not None:
+        u = _unit(sv.v)
+        rays.append(dict(svm="v^mm", tensor="v", x=u[0], y=u[1]))
+    return rays
+
+
+def _token_frame(prob, alpha, sv) -> pd.DataFrame:
+    """Every token's 2-D position, label, whether it is selected (α) and a support token."""
+    T = prob.T
+    return pd.DataFrame(
+        [
+            dict(
+                seq=i + 1,
+                token=t,
+                label=int(prob.Y[i]),
+                x=prob.X[i, t, 0],
+                y=prob.X[i, t, 1],
+                selected=bool(t == alpha[i]),
+                support=bool(sv.support[i]),
+            )
+            for i in range(prob.n)
+            for t in range(T)
+        ]
+    )
+
+
 def preset_study(
     name: str, *, p: float = 2.0, dtype: str = "float64", steps: int | None = None
 ) -> dict:
@@ -412,61 +488,11 @@ def preset_study(
     sv = solve_joint_svm(pre.prob, tr.alpha, "lp" if lp else "fro", p=p if lp else None)
     runs = {"float64, exact (attsvm)": (tr.W, tr.v, tr.steps)}
     if dtype == "float32":
-        Ws, vs = authors_loop(
-            pre.prob,
-            pre.W0,
-            pre.v0,
-            steps=steps,
-            lr=pre.lr,
-            dtype="float32",
-            eps=pre.authors_eps,
-            p=p,
-        )
-        runs["float32, authors' loop"] = (Ws[::every], vs[::every], np.arange(0, steps + 1, every))
+        runs["float32, authors' loop"] = _authors_run(pre, steps, every, p)
     prob = pre.prob
-    paths, table = [], []
-    for label, (Ws, vs, st) in runs.items():
-        Wz = first_query_path(prob, Ws)
-        for tensor, P in (("W z₁", Wz), ("v", vs)):
-            paths.append(
-                pd.DataFrame(dict(step=st, run=label, tensor=tensor, x=P[:, 0], y=P[:, 1]))
-            )
-        table.append(
-            dict(
-                run=label,
-                W_z1=f"({_unit(Wz[-1])[0]:.4f}, {_unit(Wz[-1])[1]:.4f})",
-                v=f"({_unit(vs[-1])[0]:.4f}, {_unit(vs[-1])[1]:.4f})",
-                corr_relaxed=cosine(Ws[-1], sv.W),
-                corr_tight=cosine(Ws[-1], sv.W_tight),
-                corr_v=cosine(vs[-1], sv.v),
-                norm_W=float(np.linalg.norm(Ws[-1])),
-                norm_v=float(np.linalg.norm(vs[-1])),
-            )
-        )
-    rays = []
-    for svm, W in (("W^relax z₁", sv.W), ("W^tight z₁", sv.W_tight)):
-        if W is not None:
-            u = _unit(first_query_path(prob, W))
-            rays.append(dict(svm=svm, tensor="W z₁", x=u[0], y=u[1]))
-    if sv.v is not None:
-        u = _unit(sv.v)
-        rays.append(dict(svm="v^mm", tensor="v", x=u[0], y=u[1]))
-    T = prob.T
-    tokens = pd.DataFrame(
-        [
-            dict(
-                seq=i + 1,
-                token=t,
-                label=int(prob.Y[i]),
-                x=prob.X[i, t, 0],
-                y=prob.X[i, t, 1],
-                selected=bool(t == tr.alpha[i]),
-                support=bool(sv.support[i]),
-            )
-            for i in range(prob.n)
-            for t in range(T)
-        ]
-    )
+    paths, table = _paths_and_table(prob, runs, sv)
+    rays = _svm_rays(prob, sv)
+    tokens = _token_frame(prob, tr.alpha, sv)
     return {
         "paths": pd.concat(paths, ignore_index=True),
         "rays": pd.DataFrame(rays),
