@@ -156,13 +156,9 @@ def stop_index(norms: np.ndarray, radius: float | None) -> int:
     return int(fin[-1]) if len(fin) else 0
 
 
-def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
-    """The experiment (module doc). Long because each run's row is built where its SVMs
-    are solved, in the order the module doc describes."""
-    lrs = s.lrs or tuple(default_lr(p) for p in s.ps)
-    probs = [random_problem(s.n, s.T, s.d, seed=s.data_seed + i) for i in range(s.runs)]
+def _mirror_descent_runs(s: Settings, probs, lrs, progress: Progress) -> list:
+    """The weights of normalized ℓp-MD from W = 0, one batch per p: [(runs, k, d, d)] per p."""
     P = len(s.ps)
-    progress(0.02, f"mirror descent: {s.runs} instances × {P} exponents")
     # the engine, one batch per p (p and η are traced: one compiled program for all p)
     zeros = [np.zeros((s.d, s.d))] * s.runs
     Ws = []
@@ -179,6 +175,50 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
             ).W
         )
         progress(0.02 + 0.48 * (j + 1) / P, f"mirror descent: p = {p:g}")
+    return Ws
+
+
+def _by_p(runs_df: pd.DataFrame) -> pd.DataFrame:
+    """Per exponent p: the correlation with its own ℓp-SVM against the best other, how often
+    it is the highest, the share selecting opt, and median stopping step and norm."""
+    return (
+        runs_df.groupby("p")
+        .agg(
+            corr_own_median=("corr_own", "median"),
+            corr_own_min=("corr_own", "min"),
+            best_other_median=("corr_best_other", "median"),
+            own_ge_099=("corr_own", lambda x: float((x >= 0.99).mean())),
+            own_highest=("own_highest", "mean"),
+            share_opt=("is_opt", "mean"),
+            median_step=("step", "median"),
+            median_norm=("norm_fro", "median"),
+            runs=("corr_own", "size"),
+        )
+        .reset_index()
+    )
+
+
+def _steepest_table(steep_df: pd.DataFrame) -> pd.DataFrame:
+    """Per steepest-descent optimizer and SVM norm: median correlation and margin ratio."""
+    return (
+        steep_df.groupby(["optimizer", "norm"], sort=False)
+        .agg(
+            corr_median=("corr", "median"),
+            margin_ratio_median=("margin_ratio", "median"),
+            runs=("corr", "size"),
+        )
+        .reset_index()
+    )
+
+
+def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
+    """The experiment (module doc). Long because each run's row is built where its SVMs
+    are solved, in the order the module doc describes."""
+    lrs = s.lrs or tuple(default_lr(p) for p in s.ps)
+    probs = [random_problem(s.n, s.T, s.d, seed=s.data_seed + i) for i in range(s.runs)]
+    P = len(s.ps)
+    progress(0.02, f"mirror descent: {s.runs} instances × {P} exponents")
+    Ws = _mirror_descent_runs(s, probs, lrs, progress)
     steps = np.arange(0, s.steps + 1, s.record_every)
     progress(0.5, "ℓp-AttSVMs at the final selections")
     cache, runs, cors = {}, [], []
@@ -224,34 +264,12 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
         progress(0.5 + 0.5 * (i + 1) / s.runs, f"instance {i + 1}/{s.runs}")
     steep_df = _steepest(s, probs, progress)
     runs_df, cors_df = pd.DataFrame(runs), pd.DataFrame(cors)
-    by_p = (
-        runs_df.groupby("p")
-        .agg(
-            corr_own_median=("corr_own", "median"),
-            corr_own_min=("corr_own", "min"),
-            best_other_median=("corr_best_other", "median"),
-            own_ge_099=("corr_own", lambda x: float((x >= 0.99).mean())),
-            own_highest=("own_highest", "mean"),
-            share_opt=("is_opt", "mean"),
-            median_step=("step", "median"),
-            median_norm=("norm_fro", "median"),
-            runs=("corr_own", "size"),
-        )
-        .reset_index()
-    )
+    by_p = _by_p(runs_df)
     heat = cors_df.groupby(["p", "p_svm"])["corr"].median().reset_index()
     frames = {"by_p": by_p, "runs": runs_df, "correlations": cors_df, "heatmap": heat}
     if len(steep_df):
         frames["steepest"] = steep_df
-        frames["steepest_table"] = (
-            steep_df.groupby(["optimizer", "norm"], sort=False)
-            .agg(
-                corr_median=("corr", "median"),
-                margin_ratio_median=("margin_ratio", "median"),
-                runs=("corr", "size"),
-            )
-            .reset_index()
-        )
+        frames["steepest_table"] = _steepest_table(steep_df)
     return Result(
         name=NAME,
         frames=frames,
