@@ -34,6 +34,36 @@ def intro():
     )
 
 
+def _kind_message(kind: str, norm: str, status: str):
+    """What GD's selection is (global, local, feasible but not locally optimal, infeasible)
+    and what that means for W(k)'s direction."""
+    nname = "Att-SVM (Frobenius)" if norm == "fro" else "Att-SVM* (nuclear)"
+    if kind == "global":
+        st.success(
+            f"**Globally optimal**: α = opt, and {nname} is feasible. "
+            "W(k)/‖W(k)‖ should approach W^mm/‖W^mm‖."
+        )
+    elif kind == "local":
+        st.info(
+            f"**Locally optimal, not global**: every support token of {nname}_α "
+            "scores below the selected token, yet α ≠ opt. GD converges in direction "
+            "to W^mm_α — a local max-margin solution."
+        )
+    elif kind == "feasible":
+        st.warning(
+            f"**Not locally optimal**: {nname}_α is feasible, but some support "
+            "token scores above the selected one. Either GD has not settled yet or "
+            "the selection is not a limit the theory covers (common at small d)."
+        )
+    else:
+        st.warning(
+            f"**{nname}_α is infeasible** (solver: {status}): no W "
+            "separates the selected tokens from the others with margin 1 — "
+            "typical when d is small relative to n and T (e.g. d = 2 with many "
+            "tokens)."
+        )
+
+
 def verdict(run: dict, traj, alpha, opt, sol: dict, kind: str, norm: str, last: int):
     """The verdict box (left) beside the margin map's column (returned, for `panels`)."""
     left, right = st.columns([2, 3])
@@ -51,31 +81,7 @@ def verdict(run: dict, traj, alpha, opt, sol: dict, kind: str, norm: str, last: 
             )
             + "."
         )
-        nname = "Att-SVM (Frobenius)" if norm == "fro" else "Att-SVM* (nuclear)"
-        if kind == "global":
-            st.success(
-                f"**Globally optimal**: α = opt, and {nname} is feasible. "
-                "W(k)/‖W(k)‖ should approach W^mm/‖W^mm‖."
-            )
-        elif kind == "local":
-            st.info(
-                f"**Locally optimal, not global**: every support token of {nname}_α "
-                "scores below the selected token, yet α ≠ opt. GD converges in direction "
-                "to W^mm_α — a local max-margin solution."
-            )
-        elif kind == "feasible":
-            st.warning(
-                f"**Not locally optimal**: {nname}_α is feasible, but some support "
-                "token scores above the selected one. Either GD has not settled yet or "
-                "the selection is not a limit the theory covers (common at small d)."
-            )
-        else:
-            st.warning(
-                f"**{nname}_α is infeasible** (solver: {sol[norm].status}): no W "
-                "separates the selected tokens from the others with margin 1 — "
-                "typical when d is small relative to n and T (e.g. d = 2 with many "
-                "tokens)."
-            )
+        _kind_message(kind, norm, sol[norm].status)
         for nm, label in (("fro", "Frobenius W^mm_α"), ("nuc", "nuclear W^mm_*,α")):
             s = sol[nm]
             if s.feasible:
@@ -108,20 +114,10 @@ def verdict(run: dict, traj, alpha, opt, sol: dict, kind: str, norm: str, last: 
     return right
 
 
-def panels(
-    right, prob, tspec, run: dict, traj, alpha, opt, sol: dict, norm: str, j: int, k_shown: int
-) -> dict:
-    """The margin map (in `right`) and the curves; returns the charts drawn, by name."""
-    steps = run["steps"]
-    # -- charts --------------------------------------------------------------------------
-    shown = {}  # name -> chart, for the Export bundle
-
-    def draw(where, name, chart):
-        shown[name] = chart
-        about.chart(where, chart, f"playground-{name}")
-
-    s_ref = sol[norm]
-    mdf = frames.margins(prob, run["W"][j], alpha, s_ref, opt)
+def _margin_map(right, draw, prob, W, alpha, s_ref, opt, k_shown: int):
+    """The normalized margins of W (d, d) at step k_shown, in `right`, with the SVM's margin
+    1/‖W^mm_α‖ named in the caption."""
+    mdf = frames.margins(prob, W, alpha, s_ref, opt)
     bound = None
     with right:
         title = f"Normalized margins (x_iα − x_it)ᵀW z_i/‖W‖ at k = {k_shown:,}"
@@ -133,6 +129,11 @@ def panels(
                 f"{1 / s_ref.objective:.4g}."
             )
         st.caption(cap)
+
+
+def _weight_curves(draw, run: dict, alpha, k_shown: int):
+    """The selected tokens' softmax weights and the mass left on the others."""
+    steps = run["steps"]
     x_max = run["total"]
     c1, c2 = st.columns(2)
     sw = frames.selected_weight(steps, run["probs"], alpha)
@@ -167,6 +168,11 @@ def panels(
             fmt=".3g",
         ),
     )
+
+
+def _training_curves(draw, run: dict, traj, sol: dict, tspec, k_shown: int):
+    """corr(W(k), each SVM solution), ‖W(k)‖_F and the loss, with normalized GD's bound."""
+    steps, x_max = run["steps"], run["total"]
     refs = {"W^mm_α (Frobenius)": sol["fro"].W, "W^mm_*,α (nuclear)": sol["nuc"].W}
     cdf = frames.correlations(steps, run["W"], refs)
     c1, c2, c3 = st.columns(3)
@@ -222,6 +228,22 @@ def panels(
             "‖W(k)‖_F ≤ ‖W(0)‖_F + ηk: the norm grows linearly until the gradient "
             "underflows."
         )
+
+
+def panels(
+    right, prob, tspec, run: dict, traj, alpha, opt, sol: dict, norm: str, j: int, k_shown: int
+) -> dict:
+    """The margin map (in `right`) and the curves; returns the charts drawn, by name."""
+    # -- charts --------------------------------------------------------------------------
+    shown = {}  # name -> chart, for the Export bundle
+
+    def draw(where, name, chart):
+        shown[name] = chart
+        about.chart(where, chart, f"playground-{name}")
+
+    _margin_map(right, draw, prob, run["W"][j], alpha, sol[norm], opt, k_shown)
+    _weight_curves(draw, run, alpha, k_shown)
+    _training_curves(draw, run, traj, sol, tspec, k_shown)
     return shown
 
 
