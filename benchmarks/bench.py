@@ -135,133 +135,155 @@ def records_only(B: int, k: int, d: int, n: int, T: int):
     return lambda: [np.moveaxis(np.asarray(a), 1, 0) for a in write(W0, s0)]
 
 
+def _loop_times(probs, inits, param, r, *, steps: int, loop_runs: int):
+    """Each of the first `loop_runs` runs timed alone: (total wall, total CPU, and
+    the full workload extrapolated from the median run, wall and CPU) — one slow
+    moment of a shared machine then moves the estimate by one sample, not all."""
+    t = [
+        _timed(
+            lambda b=b: numpy_gd(probs[b], inits[b], param, steps=steps, lr=0.1, record_every=r)
+        )[:2]
+        for b in range(loop_runs)
+    ]
+    walls, cpus = zip(*t, strict=True)
+    return (
+        sum(walls),
+        sum(cpus),
+        statistics.median(walls) * len(probs),
+        statistics.median(cpus) * len(probs),
+    )
+
+
+def _bench_param(probs, param: str, *, steps: int, loop_runs: int, repeats: int, sparse: int):
+    """`bench_gd`'s measurements for one parameterization: (the numbers by name, the
+    authors' gradient's median CPU time)."""
+    runs = len(probs)
+    call = lambda r=1: train_batch(probs, param=param, steps=steps, lr=0.1, record_every=r)
+    traces = compile_count()
+    cold, cold_cpu, batch = _timed(call)
+    # one program at most (none when this process compiled it already, e.g. under pytest)
+    assert compile_count() - traces <= 1, f"one call compiled {compile_count() - traces}×"
+    warm, warm_cpu, warm_all = _median_time(call, repeats)
+    # the same call with the authors' gradient (plain autodiff softmax, ‖∇L‖ + 2⁻⁵²),
+    # interleaved with the default so that a slow moment of the machine hits both
+    authors = lambda: train_batch(probs, param=param, steps=steps, lr=0.1, **AUTHORS_GRADIENT)
+    authors()
+    pairs = [(_timed(call)[1], _timed(authors)[1]) for _ in range(repeats)]
+    exact_cost = statistics.median(a / b for a, b in pairs)
+    call(sparse), call(steps)  # compile the variants
+    warm_sparse = _median_time(lambda: call(sparse), repeats)[0]
+    warm_compute = _median_time(lambda: call(steps), repeats)[0]
+    # the numpy loop on the first `loop_runs` runs, from the same initializations
+    inits = [default_init(p, param, seed=0, index=b) for b, p in enumerate(probs)]
+    loop = lambda r: _loop_times(probs, inits, param, r, steps=steps, loop_runs=loop_runs)
+    loop_subset, loop_cpu, loop_full, loop_full_cpu = loop(1)
+    loop_sparse = loop(sparse)[2]
+    # same computation: the trajectories agree until the softmax tails reach rounding
+    # level (about step 100 for K, Q and 800 for W on these data)
+    n50 = min(50, steps)
+    Ws, _, _ = numpy_gd(probs[0], inits[0], param, steps=n50, lr=0.1)
+    agree = float(np.max(np.abs(Ws - batch.W[0, : n50 + 1])) / np.abs(Ws).max())
+    write = records_only(runs, steps + 1, 10, 6, 8)
+    write()
+    faults = _minor_faults()
+    floor = _median_time(write, repeats)[0]
+    faults = (_minor_faults() - faults) / repeats
+    result = dict(
+        cold=cold,
+        cold_cpu=cold_cpu,
+        warm=warm,
+        warm_cpu=warm_cpu,
+        warm_all=warm_all,
+        loop_subset=loop_subset,
+        loop_full=loop_full,
+        loop_full_cpu=loop_full_cpu,
+        agree=agree,
+        warm_sparse=warm_sparse,
+        loop_sparse=loop_sparse,
+        warm_compute=warm_compute,
+        floor=floor,
+        exact_cost=exact_cost,
+        floor_faults=faults,
+    )
+    return result, statistics.median(b for _, b in pairs)
+
+
+def _print_param(
+    param: str, m: dict, authors_cpu: float, *, runs, steps, loop_runs, repeats, sparse
+):
+    """`bench_gd`'s lines for one parameterization, from its measurements `m`."""
+    cold, cold_cpu, warm, warm_cpu, warm_all = (
+        m[k] for k in ("cold", "cold_cpu", "warm", "warm_cpu", "warm_all")
+    )
+    loop_subset, loop_full, loop_full_cpu, loop_sparse = (
+        m[k] for k in ("loop_subset", "loop_full", "loop_full_cpu", "loop_sparse")
+    )
+    agree, warm_sparse, warm_compute, floor, exact_cost, faults = (
+        m[k]
+        for k in ("agree", "warm_sparse", "warm_compute", "floor", "exact_cost", "floor_faults")
+    )
+    n50 = min(50, steps)
+    print(
+        f"  {param:2s}  train_batch cold (trace + compile + run): {cold:6.3f} s wall, "
+        f"{cold_cpu:6.3f} s CPU"
+    )
+    print(
+        f"      train_batch warm, median of {repeats}: {warm:6.3f} s wall "
+        f"({', '.join(f'{x:.3f}' for x in warm_all)}), {warm_cpu:6.3f} s CPU"
+    )
+    print(
+        f"      the exact default gradient costs {exact_cost:4.2f}× the authors' "
+        f"(CPU, median of {repeats} interleaved pairs; "
+        f"{authors_cpu:6.3f} s CPU with theirs)"
+    )
+    print(
+        f"      numpy loop, {loop_runs} runs × {steps} steps timed: {loop_subset:6.3f} s "
+        f"({loop_subset / (loop_runs * steps) * 1e6:5.1f} µs/step); median run × "
+        f"{runs} runs: {loop_full:6.2f} s wall, {loop_full_cpu:6.2f} s CPU"
+    )
+    print(
+        f"      speed-up over the loop: warm {loop_full / warm:5.1f}× wall, "
+        f"{loop_full_cpu / warm_cpu:5.1f}× CPU; cold {loop_full / cold:4.1f}× wall   "
+        f"(loop vs engine, steps 0-{n50} of run 0: max rel diff {agree:.1e})"
+    )
+    print(
+        f"      where the time goes: recording every {sparse}th step {warm_sparse:6.3f} s "
+        f"(loop {loop_sparse:5.2f} s, {loop_sparse / warm_sparse:5.1f}×); GD arithmetic "
+        f"alone (2 records) {warm_compute:6.3f} s ({loop_full / warm_compute:5.1f}×)"
+    )
+    print(
+        f"      floor: writing the same {runs}×{steps + 1} records with no GD at all "
+        f"takes {floor:6.3f} s, so no engine returning this history beats "
+        f"{loop_full / floor:5.1f}× here"
+    )
+    mb = runs * (steps + 1) * (100 + 48 + 2) * 8 / 2**20
+    print(
+        f"             ({mb:.0f} MB of float64 per call; {faults:,.0f} page faults per "
+        f"call{_HUGEPAGE_HINT if faults > mb * 64 else ''})"
+    )
+
+
 def bench_gd(*, runs: int, steps: int, loop_runs: int, repeats: int) -> dict:
     """Engine vs numpy loop at record_every = 1 (the headline), then where the time goes:
     the same call recording every 10th step, the GD arithmetic alone (two records), and
     `records_only` (the output alone). The loop is also timed recording every 10th step.
-
-    Long because it is the benchmark's measurements in the order they are printed.
     """
     probs = [problems.random_problem(6, 8, 10, seed=s) for s in range(runs)]
     out = {}
     sparse = 10 if steps % 10 == 0 else 1
     for param in ("W", "KQ"):
-        call = lambda r=1: train_batch(
-            probs,
-            param=param,
+        out[param], authors_cpu = _bench_param(
+            probs, param, steps=steps, loop_runs=loop_runs, repeats=repeats, sparse=sparse
+        )
+        _print_param(
+            param,
+            out[param],
+            authors_cpu,
+            runs=runs,
             steps=steps,
-            lr=0.1,  # noqa: E731
-            record_every=r,
-        )
-        traces = compile_count()
-        cold, cold_cpu, batch = _timed(call)
-        # one program at most (none when this process compiled it already, e.g. under pytest)
-        assert compile_count() - traces <= 1, f"one call compiled {compile_count() - traces}×"
-        warm, warm_cpu, warm_all = _median_time(call, repeats)
-        # the same call with the authors' gradient (plain autodiff softmax, ‖∇L‖ + 2⁻⁵²),
-        # interleaved with the default so that a slow moment of the machine hits both
-        authors = lambda: train_batch(
-            probs,
-            param=param,
-            steps=steps,
-            lr=0.1,  # noqa: E731
-            **AUTHORS_GRADIENT,
-        )
-        authors()
-        pairs = [(_timed(call)[1], _timed(authors)[1]) for _ in range(repeats)]
-        exact_cost = statistics.median(a / b for a, b in pairs)
-        call(sparse), call(steps)  # compile the variants
-        warm_sparse = _median_time(lambda: call(sparse), repeats)[0]
-        warm_compute = _median_time(lambda: call(steps), repeats)[0]
-        # the numpy loop on the first `loop_runs` runs, from the same initializations
-        inits = [default_init(p, param, seed=0, index=b) for b, p in enumerate(probs)]
-
-        def loop(r):
-            """Each of the first `loop_runs` runs timed alone: (total wall, total CPU, and
-            the full workload extrapolated from the median run, wall and CPU) — one slow
-            moment of a shared machine then moves the estimate by one sample, not all."""
-            t = [
-                _timed(
-                    lambda b=b: numpy_gd(
-                        probs[b], inits[b], param, steps=steps, lr=0.1, record_every=r
-                    )
-                )[:2]
-                for b in range(loop_runs)
-            ]
-            walls, cpus = zip(*t, strict=True)
-            return (
-                sum(walls),
-                sum(cpus),
-                statistics.median(walls) * runs,
-                statistics.median(cpus) * runs,
-            )
-
-        loop_subset, loop_cpu, loop_full, loop_full_cpu = loop(1)
-        loop_sparse = loop(sparse)[2]
-        # same computation: the trajectories agree until the softmax tails reach rounding
-        # level (about step 100 for K, Q and 800 for W on these data)
-        n50 = min(50, steps)
-        Ws, _, _ = numpy_gd(probs[0], inits[0], param, steps=n50, lr=0.1)
-        agree = float(np.max(np.abs(Ws - batch.W[0, : n50 + 1])) / np.abs(Ws).max())
-        write = records_only(runs, steps + 1, 10, 6, 8)
-        write()
-        faults = _minor_faults()
-        floor = _median_time(write, repeats)[0]
-        faults = (_minor_faults() - faults) / repeats
-        out[param] = dict(
-            cold=cold,
-            cold_cpu=cold_cpu,
-            warm=warm,
-            warm_cpu=warm_cpu,
-            warm_all=warm_all,
-            loop_subset=loop_subset,
-            loop_full=loop_full,
-            loop_full_cpu=loop_full_cpu,
-            agree=agree,
-            warm_sparse=warm_sparse,
-            loop_sparse=loop_sparse,
-            warm_compute=warm_compute,
-            floor=floor,
-            exact_cost=exact_cost,
-            floor_faults=faults,
-        )
-        print(
-            f"  {param:2s}  train_batch cold (trace + compile + run): {cold:6.3f} s wall, "
-            f"{cold_cpu:6.3f} s CPU"
-        )
-        print(
-            f"      train_batch warm, median of {repeats}: {warm:6.3f} s wall "
-            f"({', '.join(f'{x:.3f}' for x in warm_all)}), {warm_cpu:6.3f} s CPU"
-        )
-        print(
-            f"      the exact default gradient costs {exact_cost:4.2f}× the authors' "
-            f"(CPU, median of {repeats} interleaved pairs; "
-            f"{statistics.median(b for _, b in pairs):6.3f} s CPU with theirs)"
-        )
-        print(
-            f"      numpy loop, {loop_runs} runs × {steps} steps timed: {loop_subset:6.3f} s "
-            f"({loop_subset / (loop_runs * steps) * 1e6:5.1f} µs/step); median run × "
-            f"{runs} runs: {loop_full:6.2f} s wall, {loop_full_cpu:6.2f} s CPU"
-        )
-        print(
-            f"      speed-up over the loop: warm {loop_full / warm:5.1f}× wall, "
-            f"{loop_full_cpu / warm_cpu:5.1f}× CPU; cold {loop_full / cold:4.1f}× wall   "
-            f"(loop vs engine, steps 0-{n50} of run 0: max rel diff {agree:.1e})"
-        )
-        print(
-            f"      where the time goes: recording every {sparse}th step {warm_sparse:6.3f} s "
-            f"(loop {loop_sparse:5.2f} s, {loop_sparse / warm_sparse:5.1f}×); GD arithmetic "
-            f"alone (2 records) {warm_compute:6.3f} s ({loop_full / warm_compute:5.1f}×)"
-        )
-        print(
-            f"      floor: writing the same {runs}×{steps + 1} records with no GD at all "
-            f"takes {floor:6.3f} s, so no engine returning this history beats "
-            f"{loop_full / floor:5.1f}× here"
-        )
-        mb = runs * (steps + 1) * (100 + 48 + 2) * 8 / 2**20
-        print(
-            f"             ({mb:.0f} MB of float64 per call; {faults:,.0f} page faults per "
-            f"call{_HUGEPAGE_HINT if faults > mb * 64 else ''})"
+            loop_runs=loop_runs,
+            repeats=repeats,
+            sparse=sparse,
         )
     return out
 
