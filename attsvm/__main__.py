@@ -244,7 +244,8 @@ def _add_audit_parser(sub) -> None:
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The command line: list, reproduce, fill and audit, with their options."""
     parser = argparse.ArgumentParser(
         prog="python -m attsvm", description="Reproduce 'Transformers as Support Vector Machines'."
     )
@@ -290,7 +291,11 @@ def main(argv=None) -> int:
     fp.add_argument("--quiet", action="store_true", help="(no progress bar: always quiet)")
     add_cpu_devices_option(fp)
     _add_audit_parser(sub)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
     try:
         if args.command == "audit":
             return audit(args)

@@ -412,6 +412,26 @@ def _label(cell: str, line: int) -> float:
 
 
 # -- assembly (both formats) ------------------------------------------------------------------
+def _head_of(f: dict, arrays: dict) -> str:
+    """The file's head (default relu when it has V, else linear), refused when the head's
+    parameters are missing."""
+    head = "relu" if "V" in arrays else "linear"
+    if "head" in f:
+        h = np.asarray(f["head"])
+        if h.size != 1 or str(h.reshape(-1)[0]) not in HEADS:
+            raise _err("head", f"one of {list(HEADS)}", quote_text(h.reshape(-1)[:1]))
+        head = str(h.reshape(-1)[0])
+    if head in ("linear", "quadratic") and "v" not in arrays:
+        raise _err(
+            "head vector v",
+            f"present for the {head} head (a v row / array of d numbers)",
+            "nothing",
+        )
+    if head == "relu" and "V" not in arrays:
+        raise _err("relu head V", "present for the relu head (d × d)", "nothing")
+    return head
+
+
 def _assemble(f: dict, L) -> Problem:
     for need in ("X", "Y"):
         if need not in f:
@@ -447,20 +467,7 @@ def _assemble(f: dict, L) -> Problem:
     Y = arrays["Y"]
     if not np.all(np.abs(Y) == 1.0):
         raise _err("labels", "+1 or -1", sorted(set(Y.tolist()))[:6])
-    head = "relu" if "V" in arrays else "linear"
-    if "head" in f:
-        h = np.asarray(f["head"])
-        if h.size != 1 or str(h.reshape(-1)[0]) not in HEADS:
-            raise _err("head", f"one of {list(HEADS)}", quote_text(h.reshape(-1)[:1]))
-        head = str(h.reshape(-1)[0])
-    if head in ("linear", "quadratic") and "v" not in arrays:
-        raise _err(
-            "head vector v",
-            f"present for the {head} head (a v row / array of d numbers)",
-            "nothing",
-        )
-    if head == "relu" and "V" not in arrays:
-        raise _err("relu head V", "present for the relu head (d × d)", "nothing")
+    head = _head_of(f, arrays)
     kw = {}
     for key in ("lam", "query_index"):
         if key in f:

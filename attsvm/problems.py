@@ -139,6 +139,29 @@ class Problem:
     lengths: np.ndarray | None = None
     name: str = field(default="", compare=False)
 
+    def _check_head(self, d: int):
+        """The head's parameters, checked against the head and the dimension d: (v, V)."""
+        v = self.v
+        if self.head in ("linear", "quadratic"):
+            if v is None:
+                raise _err("v", f"a (d,) array for the {self.head} head", None)
+        if v is not None:
+            v = _as_float_array("v", v, 1)
+            if v.shape != (d,):
+                raise _err("v", f"of shape {(d,)}", f"shape {v.shape}")
+            if self.head != "relu" and not np.any(v):
+                raise _err("v", "a non-zero vector", "the zero vector")
+        V = self.V
+        if self.head == "relu":
+            if V is None:
+                raise _err("V", "a (d, d) array for the relu head", None)
+            V = _as_float_array("V", V, 2)
+            if V.shape != (d, d):
+                raise _err("V", f"of shape {(d, d)}", f"shape {V.shape}")
+        elif V is not None:
+            V = _as_float_array("V", V, 2)
+        return v, V
+
     def __post_init__(self):
         check_choice("head", self.head, HEADS)
         check_choice("queries", self.queries, QUERY_MODES)
@@ -161,25 +184,7 @@ class Problem:
                 raise _err("Z", f"of shape {want}", f"shape {Z.shape}")
         qi = check_int("query_index", self.query_index, 0, T - 1)
         lengths = _check_lengths(self.lengths, n, T, seq, qi if Z is None else None)
-        v = self.v
-        if self.head in ("linear", "quadratic"):
-            if v is None:
-                raise _err("v", f"a (d,) array for the {self.head} head", None)
-        if v is not None:
-            v = _as_float_array("v", v, 1)
-            if v.shape != (d,):
-                raise _err("v", f"of shape {(d,)}", f"shape {v.shape}")
-            if self.head != "relu" and not np.any(v):
-                raise _err("v", "a non-zero vector", "the zero vector")
-        V = self.V
-        if self.head == "relu":
-            if V is None:
-                raise _err("V", "a (d, d) array for the relu head", None)
-            V = _as_float_array("V", V, 2)
-            if V.shape != (d, d):
-                raise _err("V", f"of shape {(d, d)}", f"shape {V.shape}")
-        elif V is not None:
-            V = _as_float_array("V", V, 2)
+        v, V = self._check_head(d)
         lam = check_float("lam", self.lam, 0.0, 1e6)
         object.__setattr__(self, "X", X)
         object.__setattr__(self, "Y", Y)
