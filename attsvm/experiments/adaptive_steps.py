@@ -129,10 +129,8 @@ def draw(s: Settings) -> list:
     return probs[: s.runs]
 
 
-def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
-    drawn = draw(s)
-    probs = [p for _, p in drawn]
-    lrs = dict(gd=s.lr_gd, ngd=s.lr_ngd, polyak=s.lr_polyak)
+def _train_rules(s: Settings, probs, lrs: dict, progress: Progress) -> dict:
+    """Every rule of `RULES` from W = 0 on the drawn problems: {rule: batched Trajectory}."""
     runs = {}
     for j, rule in enumerate(RULES):
         progress(0.05 + 0.25 * j, f"{LABEL[rule]}: {s.runs} runs of {s.steps:,} steps")
@@ -144,6 +142,14 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
             init=[np.zeros((s.d, s.d))] * s.runs,
             record_every=s.record_every,
         )
+    return runs
+
+
+def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
+    drawn = draw(s)
+    probs = [p for _, p in drawn]
+    lrs = dict(gd=s.lr_gd, ngd=s.lr_ngd, polyak=s.lr_polyak)
+    runs = _train_rules(s, probs, lrs, progress)
     progress(0.8, "Att-SVMs at the final selections")
     steps = runs["gd"].steps
     alphas = {r: [runs[r].W[b, -1] for b in range(s.runs)] for r in RULES}

@@ -73,6 +73,25 @@ class Settings:
         check_int("seed", self.seed, 0, 2**31)
 
 
+def _by_lambda(runs_df: pd.DataFrame) -> pd.DataFrame:
+    """Per weight decay λ: median rank, norms, gap and imbalance decay rates, the predicted
+    rate and the median loss."""
+    return (
+        runs_df.groupby("weight_decay")
+        .agg(
+            median_rank=("rank", "median"),
+            median_nuclear=("nuclear", "median"),
+            median_half_sq=("half_sq_norm", "median"),
+            max_rel_gap=("rel_gap", lambda x: float(np.max(np.abs(x)))),
+            gap_rate=("gap_rate", "median"),
+            imbalance_rate=("imbalance_rate", "median"),
+            predicted_rate=("predicted_rate", "first"),
+            median_loss=("loss", "median"),
+        )
+        .reset_index()
+    )
+
+
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
     probs = [random_problem(s.n, s.T, s.d, seed=s.data_seed + j) for j in range(s.runs)]
     rows, curves = [], []
@@ -119,20 +138,7 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
             )
         )
     runs_df = pd.DataFrame(rows)
-    by = (
-        runs_df.groupby("weight_decay")
-        .agg(
-            median_rank=("rank", "median"),
-            median_nuclear=("nuclear", "median"),
-            median_half_sq=("half_sq_norm", "median"),
-            max_rel_gap=("rel_gap", lambda x: float(np.max(np.abs(x)))),
-            gap_rate=("gap_rate", "median"),
-            imbalance_rate=("imbalance_rate", "median"),
-            predicted_rate=("predicted_rate", "first"),
-            median_loss=("loss", "median"),
-        )
-        .reset_index()
-    )
+    by = _by_lambda(runs_df)
     return Result(
         name=NAME,
         frames={"by_lambda": by, "runs": runs_df, "curves": pd.concat(curves, ignore_index=True)},
