@@ -247,6 +247,34 @@ def _long(frames: list[pd.DataFrame], measures) -> pd.DataFrame:
     return mean_std(long, ["measure", "step"], "value")
 
 
+def _global_summary(inst: pd.DataFrame) -> dict:
+    """The ntp-global summary over the feasible instances: correlations with W^svm and the
+    fit, R, top-SCC mass, the W^fin gap and the loss floor, beside the paper's numbers."""
+    ok = inst[inst.feasible]
+    text = (
+        f"{len(ok)} instances: mean corr(W, W^svm) {fmt(ok.corr_svm.mean(), 5)} "
+        f"({fmt(ok.corr_svm.min(), 4)}-{fmt(ok.corr_svm.max(), 4)}), "
+        f"corr(W, W^fin + R·W^svm) {fmt(ok.corr_fit.mean(), 5)}, "
+        f"R {fmt(ok.R.min(), 3)}-{fmt(ok.R.max(), 3)}, "
+        f"top-SCC mass {fmt(ok.top_mass.mean(), 5)}, "
+        f"max ‖Π_S W − W^fin‖ {fmt(ok.wfin_gap.max(), 3)}, "
+        f"loss − floor ≤ {fmt((ok.loss_final - ok.loss_floor).max(), 3)}"
+    )
+    if len(ok) < len(inst):
+        text += f"; Graph-SVM infeasible on {len(inst) - len(ok)}"
+    summary = dict(
+        paper=PAPER["ntp-global"],
+        text=text,
+        ours_mean_corr_svm=float(ok.corr_svm.mean()),
+        paper_mean_corr_svm=float(np.mean(GLOBAL_CORR)),
+    )
+    if "authors_corr_svm" in ok:
+        summary["rows"] = ok[
+            ["instance", "corr_svm", "authors_corr_svm", "R", "authors_R"]
+        ].to_dict("records")
+    return summary
+
+
 def run_global(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
     probs, stored, tr, fin = _train(s, progress, runs=2, svms=1)
     progress(0.6, "Graph-SVMs")
@@ -286,28 +314,7 @@ def run_global(s: Settings = Settings(), *, progress: Progress = no_progress) ->
         return row
 
     inst = pd.DataFrame(_per_instance(probs, progress, 0.6, one))
-    ok = inst[inst.feasible]
-    text = (
-        f"{len(ok)} instances: mean corr(W, W^svm) {fmt(ok.corr_svm.mean(), 5)} "
-        f"({fmt(ok.corr_svm.min(), 4)}-{fmt(ok.corr_svm.max(), 4)}), "
-        f"corr(W, W^fin + R·W^svm) {fmt(ok.corr_fit.mean(), 5)}, "
-        f"R {fmt(ok.R.min(), 3)}-{fmt(ok.R.max(), 3)}, "
-        f"top-SCC mass {fmt(ok.top_mass.mean(), 5)}, "
-        f"max ‖Π_S W − W^fin‖ {fmt(ok.wfin_gap.max(), 3)}, "
-        f"loss − floor ≤ {fmt((ok.loss_final - ok.loss_floor).max(), 3)}"
-    )
-    if len(ok) < len(inst):
-        text += f"; Graph-SVM infeasible on {len(inst) - len(ok)}"
-    summary = dict(
-        paper=PAPER["ntp-global"],
-        text=text,
-        ours_mean_corr_svm=float(ok.corr_svm.mean()),
-        paper_mean_corr_svm=float(np.mean(GLOBAL_CORR)),
-    )
-    if "authors_corr_svm" in ok:
-        summary["rows"] = ok[
-            ["instance", "corr_svm", "authors_corr_svm", "R", "authors_R"]
-        ].to_dict("records")
+    summary = _global_summary(inst)
     return Result(
         name="ntp-global",
         frames={
@@ -333,6 +340,10 @@ def _svm_columns(tag: str, p, tr, fin, svm, **graph) -> tuple[dict, dict]:
     last = {k: v.iloc[-1] for k, v in cols.items()}
     half = int(np.searchsorted(tr.steps, tr.steps[-1] / 2))
     return {**last, f"corr_{tag}_half": c.corr_svm.iloc[half]}, cols
+
+
+# the curves of ntp-local, in plot order (those of an infeasible SVM are left out)
+LOCAL_MEASURES = ("corr_gmm", "corr_lmm", "corr_fit_gmm", "corr_fit_lmm", "selected_mass", "loss")
 
 
 def run_local(s: LocalSettings = LocalSettings(), *, progress: Progress = no_progress) -> Result:
@@ -380,11 +391,7 @@ def run_local(s: LocalSettings = LocalSettings(), *, progress: Progress = no_pro
 
     inst = pd.DataFrame(_per_instance(probs, progress, 0.5, one))
     text, summary = _local_summary(inst)
-    measures = [
-        m
-        for m in ("corr_gmm", "corr_lmm", "corr_fit_gmm", "corr_fit_lmm", "selected_mass", "loss")
-        if m in frames[0]
-    ]
+    measures = [m for m in LOCAL_MEASURES if m in frames[0]]
     return Result(
         name="ntp-local",
         frames={"curves": _long(frames, measures), "instances": inst},
