@@ -114,6 +114,35 @@ def _init_arrays(init, param: str, batched: bool) -> dict | None:
     return {"K": np.asarray(K, float), "Q": np.asarray(Q, float)}
 
 
+def _problem_meta(problem: Problem | None) -> dict | None:
+    """The problem's shape and settings for settings.json (None for a sweep)."""
+    if problem is None:
+        return None
+    return dict(
+        n=problem.n,
+        T=problem.T,
+        d=problem.d,
+        attention=problem.attention,
+        head=problem.head,
+        queries=problem.queries,
+        query_index=problem.query_index,
+        lam=problem.lam,
+        name=problem.name,
+    )
+
+
+def _zipped(files: dict) -> bytes:
+    """The zip of `files` (name → bytes), members sorted and time-stamped `_STAMP`, so equal
+    contents give equal bytes."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name in sorted(files):
+            zf.writestr(
+                zipfile.ZipInfo(name, _STAMP), files[name], compress_type=zipfile.ZIP_DEFLATED
+            )
+    return buf.getvalue()
+
+
 def build_bundle(
     *,
     problem: Problem | None,
@@ -155,19 +184,7 @@ def build_bundle(
         "attsvm_version": __version__,
         "page": page,
         "url": url,
-        "problem": None
-        if problem is None
-        else dict(
-            n=problem.n,
-            T=problem.T,
-            d=problem.d,
-            attention=problem.attention,
-            head=problem.head,
-            queries=problem.queries,
-            query_index=problem.query_index,
-            lam=problem.lam,
-            name=problem.name,
-        ),
+        "problem": _problem_meta(problem),
         "settings": dict(settings or {}),
         "train": None,
         "runs": None,
@@ -184,13 +201,7 @@ def build_bundle(
     meta["files"] = sorted(files) + ["settings.json", "reproduce.py"]
     files["settings.json"] = json.dumps(meta, indent=2, default=_jsonable).encode()
     files["reproduce.py"] = REPRODUCE.encode()
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name in sorted(files):
-            zf.writestr(
-                zipfile.ZipInfo(name, _STAMP), files[name], compress_type=zipfile.ZIP_DEFLATED
-            )
-    return buf.getvalue()
+    return _zipped(files)
 
 
 def _checked_inputs(problem, run, solutions) -> dict:

@@ -89,6 +89,45 @@ def settings_grid(s: Settings) -> list[tuple[int, str]]:
     return [(h, v) for h in s.heads for v in s.values]
 
 
+def _train(s: Settings, probs, H: int, vals: str):
+    """The stack of H heads per layer with shared (U = I / H) or random values, trained on
+    `probs` (only the final state recorded)."""
+    U = (
+        values_default(s.layers, H, s.d)
+        if vals == "shared"
+        else random_values(s.layers, H, s.d, s.seed)
+    )
+    return train_stack(
+        probs,
+        layers=s.layers,
+        heads=H,
+        steps=s.steps,
+        lr=s.lr,
+        residual=s.residual,
+        values=U,
+        seed=s.seed,
+        record_every=s.steps,
+    )
+
+
+def _by_layer(heads: pd.DataFrame) -> pd.DataFrame:
+    """Per setting and layer: the share of heads reaching the SVM direction, median cosines,
+    agreement, coverage, how often the last layer selects the optimal tokens, the loss."""
+    return (
+        heads.groupby(["setting", "heads", "values", "layer"], sort=False)
+        .agg(
+            reach=("reach", "mean"),
+            median_cos=("cos", "median"),
+            median_cos_span=("cos_span", "median"),
+            agree=("agree", "mean"),
+            coverage=("coverage", "mean"),
+            selects_optimal=("selects_optimal", "mean"),
+            loss=("loss", "median"),
+        )
+        .reset_index()
+    )
+
+
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
     probs = [
         random_problem(s.n, s.T, s.d, s.data_seed + j, attention="self", query_index=s.T - 1)
@@ -99,22 +138,7 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
     for g, (H, vals) in enumerate(grid):
         label = f"H={H}, U {vals}"
         progress(g / len(grid), f"{label}: {s.runs} runs of {s.steps:,} steps")
-        U = (
-            values_default(s.layers, H, s.d)
-            if vals == "shared"
-            else random_values(s.layers, H, s.d, s.seed)
-        )
-        batch = train_stack(
-            probs,
-            layers=s.layers,
-            heads=H,
-            steps=s.steps,
-            lr=s.lr,
-            residual=s.residual,
-            values=U,
-            seed=s.seed,
-            record_every=s.steps,
-        )
+        batch = _train(s, probs, H, vals)
         for b, prob in enumerate(probs):
             a = audit_stack(prob, batch[b], tau=s.tau)
             for l in range(s.layers):
@@ -144,19 +168,7 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
                     )
     heads = pd.DataFrame(rows)
     heads["reach"] = heads.cos >= s.threshold
-    layers = (
-        heads.groupby(["setting", "heads", "values", "layer"], sort=False)
-        .agg(
-            reach=("reach", "mean"),
-            median_cos=("cos", "median"),
-            median_cos_span=("cos_span", "median"),
-            agree=("agree", "mean"),
-            coverage=("coverage", "mean"),
-            selects_optimal=("selects_optimal", "mean"),
-            loss=("loss", "median"),
-        )
-        .reset_index()
-    )
+    layers = _by_layer(heads)
     return Result(
         name=NAME,
         frames={"layers": layers, "heads": heads},

@@ -112,6 +112,25 @@ def _infeasible_reason(prob: NTPProblem) -> str:
     return "the priority orders contradict each other (e.g. a selected set spanning two SCCs)"
 
 
+def _solve_qp(Ai, Ae, d: int, solver: str):
+    """min ½‖w‖² s.t. Ai w ≥ 1, Ae w = 0 over w ∈ R^{d²}: (status, the variable, the
+    constraints); a solver error is a status."""
+    w = cp.Variable(d * d)
+    cons = [Ai @ w >= 1]
+    if len(Ae):
+        cons.append(Ae @ w == 0)
+    problem = cp.Problem(cp.Minimize(0.5 * cp.sum_squares(w)), cons)
+    try:
+        if solver == "CLARABEL":
+            problem.solve(solver=cp.CLARABEL, **SOLVER_OPTS)
+        else:
+            problem.solve(solver=cp.SCS)
+        status = problem.status
+    except cp.error.SolverError as exc:
+        status = f"solver_error: {exc}".splitlines()[0][:200]
+    return status, w, cons
+
+
 def solve_graph_svm(
     prob: NTPProblem, graphs: PriorityGraphs | None = None, *, solver: str = "CLARABEL"
 ) -> GraphSvm:
@@ -149,19 +168,7 @@ def solve_graph_svm(
             objective=None,
             **base,
         )
-    w = cp.Variable(d * d)
-    cons = [Ai @ w >= 1]
-    if len(Ae):
-        cons.append(Ae @ w == 0)
-    problem = cp.Problem(cp.Minimize(0.5 * cp.sum_squares(w)), cons)
-    try:
-        if solver == "CLARABEL":
-            problem.solve(solver=cp.CLARABEL, **SOLVER_OPTS)
-        else:
-            problem.solve(solver=cp.SCS)
-        status = problem.status
-    except cp.error.SolverError as exc:
-        status = f"solver_error: {exc}".splitlines()[0][:200]
+    status, w, cons = _solve_qp(Ai, Ae, d, solver)
     if status != cp.OPTIMAL or w.value is None:
         if status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
             status = f"{status} ({_infeasible_reason(prob)})"
