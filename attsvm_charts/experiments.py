@@ -382,7 +382,9 @@ def adaptive_steps(res) -> alt.HConcatChart:
 
 
 def real_words(res) -> alt.VConcatChart:
-    """Real words: which word GD selects, corr(W(k), W^mm_α), SVM feasibility against d."""
+    """Real words: which word GD selects, corr(W(k), W^mm_α), SVM feasibility against d.
+
+    Long because it draws three panels, each with its own encoding."""
     runs = res.frames["runs"].melt(
         id_vars=["task"],
         value_vars=["selected_is_key", "opt_is_key"],

@@ -36,6 +36,31 @@ def _class_scale():
     return alt.Scale(domain=[CLASS_LABELS[c] for c in CLASS_ORDER], range=CLASS_COLORS)
 
 
+def _reference_rules(x: str, hline, hline_label: str, rule_x) -> list:
+    """`curves`' optional rules: a dashed horizontal reference at y = `hline` and a vertical
+    one at x = `rule_x` (the step shown)."""
+    layers = []
+    if hline is not None:
+        layers.append(
+            alt.Chart(pd.DataFrame({"y": [hline], "label": [hline_label]}))
+            .mark_rule(strokeDash=[4, 4], color="gray")
+            .encode(
+                y="y:Q",
+                tooltip=[
+                    alt.Tooltip("label:N", title="reference"),
+                    alt.Tooltip("y:Q", format=".3g"),
+                ],
+            )
+        )
+    if rule_x is not None:
+        layers.append(
+            alt.Chart(pd.DataFrame({x: [rule_x]}))
+            .mark_rule(color="black", strokeWidth=1.5)
+            .encode(x=f"{x}:Q", tooltip=[alt.Tooltip(f"{x}:Q", title="shown")])
+        )
+    return layers
+
+
 def curves(
     df: pd.DataFrame,
     *,
@@ -86,25 +111,7 @@ def curves(
         )
         tips.insert(0, alt.Tooltip(f"{dash}:N"))
     base = alt.Chart(df).mark_line(point=len(df) < 40, clip=True).encode(**enc, tooltip=tips)
-    layers = [base]
-    if hline is not None:
-        layers.append(
-            alt.Chart(pd.DataFrame({"y": [hline], "label": [hline_label]}))
-            .mark_rule(strokeDash=[4, 4], color="gray")
-            .encode(
-                y="y:Q",
-                tooltip=[
-                    alt.Tooltip("label:N", title="reference"),
-                    alt.Tooltip("y:Q", format=".3g"),
-                ],
-            )
-        )
-    if rule_x is not None:
-        layers.append(
-            alt.Chart(pd.DataFrame({x: [rule_x]}))
-            .mark_rule(color="black", strokeWidth=1.5)
-            .encode(x=f"{x}:Q", tooltip=[alt.Tooltip(f"{x}:Q", title="shown")])
-        )
+    layers = [base, *_reference_rules(x, hline, hline_label, rule_x)]
     legend_room = 70 if (color or dash) else 0
     return alt.layer(*layers).properties(title=title, height=height + legend_room)
 
@@ -391,6 +398,9 @@ def geometry_tokens(
     tokens: seq, token, x1, x2, score, optimal, support, label
     lines: seq, x1, x2, part (two points per line)
     arrows: seq, norm, x1, x2, part (origin and tip)
+
+    Long because the chart is five layers (tokens, optimal stars, support rings, separating
+    lines, SVM directions), each with its own encoding.
     """
     span = float(np.abs(tokens[["x1", "x2"]].to_numpy()).max() * 1.35) or 1.0
     dom = [-span, span]

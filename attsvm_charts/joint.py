@@ -21,7 +21,10 @@ MEASURE_COLORS = {
 
 def paths(study: dict, *, run: str | None = None) -> alt.LayerChart:
     """W z₁ and v over training (one run of `preset_study`), the SVM rays from the origin
-    (scaled to the path), and the tokens, the non-support sequences' ringed."""
+    (scaled to the path), and the tokens, the non-support sequences' ringed.
+
+    Long because the chart is four layers (paths, SVM rays, tokens, rings), each with its
+    own encoding."""
     P = study["paths"]
     run = run or P.run.iloc[-1]
     P = P[P.run == run]

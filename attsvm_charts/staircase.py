@@ -127,29 +127,13 @@ def rank_staircase(res) -> alt.HConcatChart:
     )
 
 
-def weight_decay(res) -> alt.HConcatChart:
-    c = res.frames["curves"]
-    c = c[c["rel_gap"] > 0].assign(lam=lambda d: "λ=" + d.weight_decay.map("{:g}".format))
-    lines = (
-        alt.Chart(c)
-        .mark_line()
-        .encode(
-            x=alt.X("step:Q", title="iteration k"),
-            y=alt.Y("rel_gap:Q", scale=alt.Scale(type="log"), title="median relative gap"),
-            color=alt.Color("lam:N", title=None, legend=alt.Legend(orient="bottom")),
-            tooltip=["lam:N", "step:Q", alt.Tooltip("rel_gap:Q", format=".2e")],
-        )
-        .properties(title="(‖K‖²+‖Q‖²)/2 − ‖KQᵀ‖_*, relative", width=W, height=H)
-    )
-    b = (
-        res.frames["by_lambda"]
-        .query("weight_decay > 0")
-        .melt(
-            id_vars=["weight_decay"],
-            value_vars=["gap_rate", "predicted_rate"],
-            var_name="rate",
-            value_name="per_step",
-        )
+def _decay_rates(by_lambda) -> alt.Chart:
+    """The measured decay rate of the gap per step against the predicted 2ηλ, per λ > 0."""
+    b = by_lambda.query("weight_decay > 0").melt(
+        id_vars=["weight_decay"],
+        value_vars=["gap_rate", "predicted_rate"],
+        var_name="rate",
+        value_name="per_step",
     )
     b["rate"] = b["rate"].map(RATE_LABELS)
     # a small black dot in a large hollow diamond: none of the λ lines' colours, no confusion
@@ -188,6 +172,26 @@ def weight_decay(res) -> alt.HConcatChart:
         )
         .properties(title="measured vs predicted 2ηλ", width=220, height=H)
     )
+    return rates
+
+
+def weight_decay(res) -> alt.HConcatChart:
+    """The relative gap (‖K‖²+‖Q‖²)/2 − ‖KQᵀ‖_* over training per λ, beside its measured
+    and predicted decay rates."""
+    c = res.frames["curves"]
+    c = c[c["rel_gap"] > 0].assign(lam=lambda d: "λ=" + d.weight_decay.map("{:g}".format))
+    lines = (
+        alt.Chart(c)
+        .mark_line()
+        .encode(
+            x=alt.X("step:Q", title="iteration k"),
+            y=alt.Y("rel_gap:Q", scale=alt.Scale(type="log"), title="median relative gap"),
+            color=alt.Color("lam:N", title=None, legend=alt.Legend(orient="bottom")),
+            tooltip=["lam:N", "step:Q", alt.Tooltip("rel_gap:Q", format=".2e")],
+        )
+        .properties(title="(‖K‖²+‖Q‖²)/2 − ‖KQᵀ‖_*, relative", width=W, height=H)
+    )
+    rates = _decay_rates(res.frames["by_lambda"])
     return (
         alt.hconcat(lines, rates)
         .resolve_scale(color="independent")
