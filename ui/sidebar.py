@@ -118,7 +118,10 @@ def render(pages=(), *, page: str | None = None) -> tuple[ProblemSpec, TrainSpec
 
 
 def _problem_settings() -> ProblemSpec:
-    """The Problem section's widgets, top to bottom; returns their ProblemSpec."""
+    """The Problem section's widgets, top to bottom; returns their ProblemSpec.
+
+    Long because it lays out the section's eight widgets in order, each with its key and
+    help."""
     c = caps()
     q = dict(bind="query-params")
     st.subheader("Problem")

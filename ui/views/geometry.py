@@ -24,12 +24,11 @@ def intro():
     )
 
 
-def edited_spec(prob0, base, *, tag: str, attention: str):
-    """The problem to show: `base` (whose problem is `prob0`), or the user's edits of its
-    tokens, queries, labels and v (kept in the link as `geo_data`, see ui/linkdata.py)."""
+def _linked_arrays(prob0, link, tag: str) -> tuple:
+    """(X, Y, Z, v): the link's edited data when it holds edits of these data (`tag`, shape),
+    else `prob0`'s; a bad or stale link is dropped (with a warning when it is bad)."""
     n, T = prob0.n, prob0.T
     arrays = (prob0.X, prob0.Y, prob0.Z, prob0.v)
-    link = st.query_params.get("geo_data")
     hosted.read_param("geo_data")
     if link is not None:
         try:
@@ -45,6 +44,15 @@ def edited_spec(prob0, base, *, tag: str, attention: str):
                 arrays = tuple(linked)
             else:  # edits of other data (the source changed)
                 hosted.drop_param("geo_data")
+    return arrays
+
+
+def edited_spec(prob0, base, *, tag: str, attention: str):
+    """The problem to show: `base` (whose problem is `prob0`), or the user's edits of its
+    tokens, queries, labels and v (kept in the link as `geo_data`, see ui/linkdata.py)."""
+    n, T = prob0.n, prob0.T
+    link = st.query_params.get("geo_data")
+    arrays = _linked_arrays(prob0, link, tag)
     base_tables = frames.geometry_tables(prob0.X, prob0.Y, prob0.Z, prob0.v)
     tok, seq, vdf = frames.geometry_tables(*arrays)
     num = st.column_config.NumberColumn(format="%.4f")
@@ -121,7 +129,9 @@ def numbers(runs: dict, fro, nuc, opt):
 
 
 def pictures(prob, opt, runs: dict, fro, nuc, sols: dict, tspec, init: str):
-    """The token picture (separating lines of the chosen SVM) and the GD paths."""
+    """The token picture (separating lines of the chosen SVM) and the GD paths.
+
+    Long because it lays out two controls, then two charts with their captions, in order."""
     show = st.segmented_control(
         "Separating lines of",
         ["Frobenius", "nuclear"],
