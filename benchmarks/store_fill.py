@@ -33,7 +33,8 @@ def _count(page, text: str) -> int:
     return page.evaluate(f"{BODY}.split({text!r}).length - 1")
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The script's options: the store folder, the page to time, the wait, the server."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--store", default=None, help="store folder (default: a new empty one)")
     ap.add_argument("--page", default="geometry-2d", help="in-app page to time meanwhile")
@@ -44,7 +45,11 @@ def main(argv=None) -> int:
         help="start with `streamlit run app.py` instead of the Dockerfile's "
         "`python -m ui.serve` (imports before listening)",
     )
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
     preload = not args.plain
     from playwright.sync_api import sync_playwright
 
