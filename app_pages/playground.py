@@ -1,4 +1,5 @@
 """Token selection, live: GD on the sidebar's problem, watched as it becomes an SVM."""
+
 import numpy as np
 import streamlit as st
 
@@ -15,19 +16,22 @@ from ui.widgets import (
     stop_if_one_token,
 )
 
-TICK_S = 0.35       # seconds between live frames while playing
+TICK_S = 0.35  # seconds between live frames while playing
 
 view.intro()
 pspec, tspec = specs()
 settings_caption(pspec, tspec)
 prob = build(pspec)
-if prob.queries != "single":   # the sidebar never sets this; the Sequences page does
+if prob.queries != "single":  # the sidebar never sets this; the Sequences page does
     st.info("This page shows single-query problems; see *Sequences and causal attention*.")
     st.stop()
-stop_if_one_token(prob, "**T = 1: nothing to select.** Each sequence has one token, so its "
-                        "softmax weight is always 1, the loss gradient is exactly 0 and W "
-                        "never moves; every SVM constraint set is empty (W^mm = 0). Choose "
-                        "T ≥ 2 in the sidebar.")
+stop_if_one_token(
+    prob,
+    "**T = 1: nothing to select.** Each sequence has one token, so its "
+    "softmax weight is always 1, the loss gradient is exactly 0 and W "
+    "never moves; every SVM constraint set is empty (W^mm = 0). Choose "
+    "T ≥ 2 in the sidebar.",
+)
 check_gd(prob, tspec)
 
 view.start(pspec, tspec, prob)
@@ -41,7 +45,7 @@ def live_view():
     last = int(run["steps"][-1])
     j = int(np.searchsorted(run["steps"], k_shown))
     traj = live.as_trajectory(run)
-    alpha = run["probs"][-1].argmax(-1)                                  # GD's selection now
+    alpha = run["probs"][-1].argmax(-1)  # GD's selection now
     norm = tspec.norm
     opt = optimal_or_warn(prob, "No unique optimal token, so no global SVM")
     with explained():
@@ -51,9 +55,16 @@ def live_view():
     right = view.verdict(run, traj, alpha, opt, sol, kind, norm, last)
     shown = view.panels(right, prob, tspec, run, traj, alpha, opt, sol, norm, j, k_shown)
     export_ui.export_button(
-        key="pg_export", problem=prob, page="Token selection", specs=(pspec, tspec),
-        charts=shown, solutions=sol, run=traj if last > 0 else None,
-        train=tspec.train_kwargs(prob), init=tspec.init_for(prob))
+        key="pg_export",
+        problem=prob,
+        page="Token selection",
+        specs=(pspec, tspec),
+        charts=shown,
+        solutions=sol,
+        run=traj if last > 0 else None,
+        train=tspec.train_kwargs(prob),
+        init=tspec.init_for(prob),
+    )
 
 
 live_view()

@@ -2,6 +2,7 @@
 settings (computed once on the server, in the background, for every visitor), our statistic
 next to the paper's, the chart and the files; and a run with other settings, priced for the
 visitor. Below them the follow-up papers' experiments get the same cards."""
+
 import streamlit as st
 
 from attsvm import experiments
@@ -9,7 +10,7 @@ from ui import results
 from ui.views.reproduce import card, link_settings, store_status
 
 paper, followups = tuple(experiments.EXPERIMENTS), tuple(experiments.FOLLOWUPS)
-link_settings(paper + followups)        # before the cards: the link's settings they can run
+link_settings(paper + followups)  # before the cards: the link's settings they can run
 results.start_filler()
 st.title("Reproduce the paper")
 st.markdown(

@@ -35,7 +35,7 @@ def _parse_value(text: str):
     try:
         return ast.literal_eval(text)
     except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
-        return text          # not a literal (or nested past the parser): the settings say why
+        return text  # not a literal (or nested past the parser): the settings say why
 
 
 def _overrides(args, name: str) -> dict:
@@ -99,12 +99,13 @@ def reproduce(args) -> int:
         write_result(res, Path(args.out) / name, charts=not args.no_chart, png=not args.no_png)
         if not args.no_store and s == store.default_settings(name):
             try:
-                with store.lock(name, s) as mine:   # the app shows it (docs/hosting.md)
+                with store.lock(name, s) as mine:  # the app shows it (docs/hosting.md)
                     if mine:
                         store.save(res, s)
             except OSError as exc:
-                print(f"note: not kept in the results store {store.folder()}: {exc}",
-                      file=sys.stderr)
+                print(
+                    f"note: not kept in the results store {store.folder()}: {exc}", file=sys.stderr
+                )
         print(f"{name} ({res.seconds:.1f} s): {res.summary['text']}")
         print(f"  paper: {experiments.paper_statistic(name)}")
         for note in res.notes:
@@ -120,21 +121,26 @@ def fill(args) -> int:
     todo = []
     for name in args.names or ["all", "followups"]:
         if name not in GROUPS and name not in store.names():
-            raise ValueError(f"`NAME` must be one of {list(store.names()) + list(GROUPS)}; "
-                             f"got {name!r}")
+            raise ValueError(
+                f"`NAME` must be one of {list(store.names()) + list(GROUPS)}; got {name!r}"
+            )
         todo += [n for n in GROUPS.get(name, [name]) if n not in todo]
     if args.store_dir:
         os.environ["ATTSVM_RESULTS"] = args.store_dir
     t0 = time.perf_counter()
     done = store.fill(todo, say=lambda line: print(line, flush=True))
-    print(f"results store {store.folder()}: {len(done)} of {len(todo)} entries computed "
-          f"here in {time.perf_counter() - t0:.1f} s, the others were there", flush=True)
+    print(
+        f"results store {store.folder()}: {len(done)} of {len(todo)} entries computed "
+        f"here in {time.perf_counter() - t0:.1f} s, the others were there",
+        flush=True,
+    )
     return 0
 
 
 def audit(args) -> int:
     """Audit heads of the pretrained model (docs/pretrained.md): heads.csv and chart.html."""
     from . import pretrained
+
     model = pretrained.load()
     if args.file:
         lines = Path(args.file).read_text(encoding="utf-8").splitlines()
@@ -150,9 +156,13 @@ def audit(args) -> int:
         raise ValueError(f"--layer must be in 0..{c.layers - 1}, --head in 0..{c.heads - 1}")
     bar = Bar("audit") if not args.quiet else None
     df = pretrained.audit_table(
-        model, sentences, heads=[(l, h) for l in layers for h in heads], tau=args.tau,
+        model,
+        sentences,
+        heads=[(l, h) for l in layers for h in heads],
+        tau=args.tau,
         baselines=not args.no_baselines,
-        progress=None if bar is None else lambda k, n: bar(k / n, f"{k} of {n} heads"))
+        progress=None if bar is None else lambda k, n: bar(k / n, f"{k} of {n} heads"),
+    )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     df.to_csv(out / "heads.csv", index=False)
@@ -163,9 +173,11 @@ def audit(args) -> int:
     else:
         heads_grid(df).save(str(out / "chart.html"))
     for r in df.itertuples():
-        print(f"L{r.layer}H{r.head}: coverage {r.coverage:.2f}, {r.n_constraints} constraints, "
-              f"cos_span {r.cos_span:.3f} (baselines {r.baseline_min:.3f} to "
-              f"{r.baseline_max:.3f}), {r.seconds:.1f} s")
+        print(
+            f"L{r.layer}H{r.head}: coverage {r.coverage:.2f}, {r.n_constraints} constraints, "
+            f"cos_span {r.cos_span:.3f} (baselines {r.baseline_min:.3f} to "
+            f"{r.baseline_max:.3f}), {r.seconds:.1f} s"
+        )
     print(f"{len(df)} heads on {len(sentences)} sentences; files in {out}/")
     return 0
 
@@ -176,8 +188,9 @@ def use_cpu_cores(n: int | None, *, helpers: bool = True) -> None:
     when `helpers`, and compiled programs kept on disk for the next command."""
     from . import runtime
 
-    runtime.configure(cores=n or (os.cpu_count() or 1),
-                      helpers=0 if not helpers else None if n is None else n - 1)
+    runtime.configure(
+        cores=n or (os.cpu_count() or 1), helpers=0 if not helpers else None if n is None else n - 1
+    )
 
 
 def _helped(args) -> bool:
@@ -193,23 +206,37 @@ def _helped(args) -> bool:
 
 def add_cpu_devices_option(parser: argparse.ArgumentParser) -> None:
     """The --cpu-devices option, for `use_cpu_cores`, and --cluster (`attsvm.cluster`)."""
-    parser.add_argument("--cpu-devices", type=int, default=None,
-                        help="CPU devices for JAX sweeps, and processes for the experiments' "
-                             "Python-bound SVM work (default: one per core)")
-    parser.add_argument("--cluster", default=None, metavar="ADDRESS",
-                        help="run the sweeps on a Dask cluster: tcp://host:8786, "
-                             "tls://host:8786 or local:N (default: ATTSVM_CLUSTER, else "
-                             "this machine; docs/cluster.md)")
+    parser.add_argument(
+        "--cpu-devices",
+        type=int,
+        default=None,
+        help="CPU devices for JAX sweeps, and processes for the experiments' "
+        "Python-bound SVM work (default: one per core)",
+    )
+    parser.add_argument(
+        "--cluster",
+        default=None,
+        metavar="ADDRESS",
+        help="run the sweeps on a Dask cluster: tcp://host:8786, "
+        "tls://host:8786 or local:N (default: ATTSVM_CLUSTER, else "
+        "this machine; docs/cluster.md)",
+    )
 
 
 def _add_audit_parser(sub) -> None:
     """The `audit` command's options."""
-    ap = sub.add_parser("audit", help="audit a pretrained transformer's heads against their "
-                        "Att-SVMs (docs/pretrained.md)")
+    ap = sub.add_parser(
+        "audit",
+        help="audit a pretrained transformer's heads against their Att-SVMs (docs/pretrained.md)",
+    )
     ap.add_argument("--layer", type=int, default=None, help="one layer (default: all)")
     ap.add_argument("--head", type=int, default=None, help="one head (default: all)")
-    ap.add_argument("--sentences", type=int, default=100,
-                    help="the first N sentences of the built-in corpus (default 100)")
+    ap.add_argument(
+        "--sentences",
+        type=int,
+        default=100,
+        help="the first N sentences of the built-in corpus (default 100)",
+    )
     ap.add_argument("--file", default=None, help="a UTF-8 file of sentences, one a line")
     ap.add_argument("--tau", type=float, default=0.5, help="selection threshold (default 0.5)")
     ap.add_argument("--no-baselines", action="store_true", help="skip the baselines")
@@ -217,7 +244,8 @@ def _add_audit_parser(sub) -> None:
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The command line: list, reproduce, fill and audit, with their options."""
     parser = argparse.ArgumentParser(
         prog="python -m attsvm", description="Reproduce 'Transformers as Support Vector Machines'."
     )
@@ -242,18 +270,32 @@ def main(argv=None) -> int:
         "--no-png", action="store_true", help="skip chart.png even if vl-convert is installed"
     )
     rp.add_argument("--quiet", action="store_true", help="no progress bar")
-    rp.add_argument("--no-store", action="store_true",
-                    help="do not also keep default-settings results in the results store")
+    rp.add_argument(
+        "--no-store",
+        action="store_true",
+        help="do not also keep default-settings results in the results store",
+    )
     add_cpu_devices_option(rp)
-    fp = sub.add_parser("fill", help="compute the results store's missing entries "
-                        "(ATTSVM_RESULTS; the paper's, then the follow-ups')")
+    fp = sub.add_parser(
+        "fill",
+        help="compute the results store's missing entries "
+        "(ATTSVM_RESULTS; the paper's, then the follow-ups')",
+    )
     fp.add_argument("names", nargs="*", help="experiments or groups (default: all, followups)")
-    fp.add_argument("--store", dest="store_dir", default=None,
-                    help="the store's folder (default: ATTSVM_RESULTS or the user cache)")
+    fp.add_argument(
+        "--store",
+        dest="store_dir",
+        default=None,
+        help="the store's folder (default: ATTSVM_RESULTS or the user cache)",
+    )
     fp.add_argument("--quiet", action="store_true", help="(no progress bar: always quiet)")
     add_cpu_devices_option(fp)
     _add_audit_parser(sub)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
     try:
         if args.command == "audit":
             return audit(args)
@@ -263,7 +305,7 @@ def main(argv=None) -> int:
             return 0
         target = args.cluster or cluster.from_env()
         use_cpu_cores(args.cpu_devices, helpers=_helped(args) and target is None)
-        with cluster.use(target):      # nothing set: this process, as without a cluster
+        with cluster.use(target):  # nothing set: this process, as without a cluster
             return fill(args) if args.command == "fill" else reproduce(args)
     except (ValueError, cluster.ClusterError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -271,7 +313,7 @@ def main(argv=None) -> int:
     finally:
         from .experiments.core import stop_helper_processes
 
-        stop_helper_processes()         # now, rather than each winding down at exit
+        stop_helper_processes()  # now, rather than each winding down at exit
 
 
 if __name__ == "__main__":

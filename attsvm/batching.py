@@ -6,6 +6,7 @@ Padding is exact: padded features are zero, padded tokens are masked out of the 
 padded sequences carry zero loss weight, and padded rows/columns of W, K, Q start at 0 and
 receive zero gradient.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -38,10 +39,10 @@ def pad_batch(probs, sizes) -> dict:
     Y = np.ones((B, nb, Kb))
     Y[:, :n, :K] = [yl for _, yl, _ in views]
     M = np.zeros((B, nb, Kb, Tb), dtype=bool)
-    M[:, :n, :K, :T] = [p.token_mask() for p in probs]   # query mask and padded sentences
+    M[:, :n, :K, :T] = [p.token_mask() for p in probs]  # query mask and padded sentences
     real = np.zeros((nb, Kb), dtype=bool)
     real[:n, :K] = True
-    M[:, ~real, 0] = True                    # padded queries attend somewhere (no 0/0)
+    M[:, ~real, 0] = True  # padded queries attend somewhere (no 0/0)
     w = np.repeat(np.where(real, 1.0 / n, 0.0)[None], B, axis=0)
     v, V = np.zeros((B, db)), np.zeros((B, db, db))
     for b, p in enumerate(probs):
@@ -95,7 +96,7 @@ def span_basis(stacked: dict, W0: np.ndarray):
     return R, a0, Vt
 
 
-SPLIT_MIN = 16     # runs per part, at least, when a CPU batch is split over the cores
+SPLIT_MIN = 16  # runs per part, at least, when a CPU batch is split over the cores
 
 
 def cpu_split(B: int, devices=None):
@@ -137,6 +138,7 @@ def place(stacked: dict, params0, devices=None):
     data = Data(**stacked)
     if nd > 1:
         from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
         sh = NamedSharding(Mesh(np.array(devices), ("runs",)), PartitionSpec("runs"))
         return jax.device_put(data, sh), jax.device_put(params0, sh)
     return jax.device_put(data, devices[0]), jax.device_put(params0, devices[0])

@@ -65,12 +65,22 @@ def identity() -> dict:
         import jax
         import jaxlib
 
-        flags = " ".join(sorted(f for f in os.environ.get("XLA_FLAGS", "").split()
-                                if "host_platform_device_count" not in f))
-        _IDENTITY = dict(sources=sources_fingerprint(), jax=jax.__version__,
-                         jaxlib=jaxlib.__version__, backend=jax.default_backend(),
-                         machine=platform.machine(), isa=" ".join(_isa_flags()),
-                         xla_flags=flags)
+        flags = " ".join(
+            sorted(
+                f
+                for f in os.environ.get("XLA_FLAGS", "").split()
+                if "host_platform_device_count" not in f
+            )
+        )
+        _IDENTITY = dict(
+            sources=sources_fingerprint(),
+            jax=jax.__version__,
+            jaxlib=jaxlib.__version__,
+            backend=jax.default_backend(),
+            machine=platform.machine(),
+            isa=" ".join(_isa_flags()),
+            xla_flags=flags,
+        )
     return _IDENTITY
 
 
@@ -101,9 +111,12 @@ def mismatch(worker: str, theirs: dict, ours: dict | None = None) -> str | None:
             parts.append(f"CPU instruction set differs ({a.strip()})")
         else:
             parts.append(f"{k} {a[:16]!s} (here {b[:16]})")
-    return (f"worker {worker} would not compute the same bits as this process: "
-            + "; ".join(parts) + ". Start every worker from the same attsvm sources, jax and "
-            "jaxlib on the same kind of CPU (docs/cluster.md)")
+    return (
+        f"worker {worker} would not compute the same bits as this process: "
+        + "; ".join(parts)
+        + ". Start every worker from the same attsvm sources, jax and "
+        "jaxlib on the same kind of CPU (docs/cluster.md)"
+    )
 
 
 # -- tasks as opaque bytes -----------------------------------------------------------------
@@ -122,6 +135,7 @@ def _run(fn, args) -> bytes:
     """On the worker: (worker address, its identity, fn(*args)), pickled."""
     try:
         from distributed import get_worker
+
         where = get_worker().address
     except (ImportError, ValueError):
         where = f"{platform.node()}:{os.getpid()}"
@@ -136,7 +150,7 @@ class Remote:
     def __init__(self, target, *, owned=()):
         self.target = target
         self.is_dask = not isinstance(target, Executor)
-        self.owned = list(owned)            # what `close` stops (a LocalCluster, our Client)
+        self.owned = list(owned)  # what `close` stops (a LocalCluster, our Client)
         self.workers: Counter = Counter()
         self.checked: set = set()
         self.lock = threading.Lock()
@@ -162,11 +176,12 @@ class Remote:
         try:
             client.wait_for_workers(1, timeout=CONNECT_TIMEOUT_S)
         except TimeoutError as exc:
-            raise ClusterError(f"no worker joined the scheduler {self.address} in "
-                               f"{CONNECT_TIMEOUT_S} s: start one with `dask worker "
-                               f"{self.address} --nthreads 1 --preload attsvm.cluster`") from exc
-        new = [w for w in client.scheduler_info(n_workers=-1)["workers"]
-               if w not in self.checked]
+            raise ClusterError(
+                f"no worker joined the scheduler {self.address} in "
+                f"{CONNECT_TIMEOUT_S} s: start one with `dask worker "
+                f"{self.address} --nthreads 1 --preload attsvm.cluster`"
+            ) from exc
+        new = [w for w in client.scheduler_info(n_workers=-1)["workers"] if w not in self.checked]
         if not new:
             return
         blob = pickle.dumps(_Task(_describe, ()))
@@ -175,15 +190,19 @@ class Remote:
         for w in sorted(answers):
             got = answers[w]
             if isinstance(got, BaseException):
-                raise ClusterError(f"worker {w} could not run attsvm ({got!r}): is attsvm "
-                                   f"importable there (PYTHONPATH)?")
+                raise ClusterError(
+                    f"worker {w} could not run attsvm ({got!r}): is attsvm "
+                    f"importable there (PYTHONPATH)?"
+                )
             _, theirs, setup = pickle.loads(got)
             why = mismatch(w, theirs, ours)
             if why:
                 raise ClusterError(why)
             if not setup["preloaded"]:
-                raise ClusterError(f"worker {w} was not started with `--preload attsvm.cluster`"
-                                   f" (one JAX device, one BLAS thread, the system allocator)")
+                raise ClusterError(
+                    f"worker {w} was not started with `--preload attsvm.cluster`"
+                    f" (one JAX device, one BLAS thread, the system allocator)"
+                )
             self.checked.add(w)
 
     def submit(self, fn, *args):
@@ -212,8 +231,9 @@ class Remote:
         judges). `PER_THREAD` tasks per worker thread in flight, the next submitted before
         the caller gets an answer; those not yet read are cancelled when the caller stops.
         A task whose worker dies is rerun by Dask elsewhere, with the same bits."""
-        for (key, _, _), out in in_order(tasks, lambda t: self.submit(t[1], *t[2]),
-                                         PER_THREAD * self.threads(), self.result):
+        for (key, _, _), out in in_order(
+            tasks, lambda t: self.submit(t[1], *t[2]), PER_THREAD * self.threads(), self.result
+        ):
             yield key, out
 
     def map(self, fn, items: list, progress) -> list:
@@ -230,8 +250,9 @@ class Remote:
         each worker computed (since the tally `since`, a copy of `workers`)."""
         with self.lock:
             done = self.workers - (since or Counter())
-        return dict(scheduler=self.address, workers=dict(sorted(done.items())),
-                    tasks=sum(done.values()))
+        return dict(
+            scheduler=self.address, workers=dict(sorted(done.items())), tasks=sum(done.values())
+        )
 
     def close(self) -> None:
         for thing in reversed(self.owned):
@@ -270,26 +291,35 @@ def connect(target) -> Remote:
                 n = int(m.group(1))
                 if not 1 <= n <= 256:
                     raise ClusterError(f"`local:N` needs 1 <= N <= 256; got {text!r}")
-                with warnings.catch_warnings():     # "port 8787 in use": another is fine
+                with warnings.catch_warnings():  # "port 8787 in use": another is fine
                     warnings.filterwarnings("ignore", "Port .* is already in use")
-                    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                           host="127.0.0.1", dashboard_address=None,
-                                           preload=["attsvm.cluster"], silence_logs=40)
+                    cluster = LocalCluster(
+                        n_workers=n,
+                        threads_per_worker=1,
+                        processes=True,
+                        host="127.0.0.1",
+                        dashboard_address=None,
+                        preload=["attsvm.cluster"],
+                        silence_logs=40,
+                    )
                 owned.append(cluster)
                 target = Client(cluster)
             elif re.fullmatch(r"(tcp|tls|ucx|inproc)://\S+", text):
                 target = Client(text, timeout=CONNECT_TIMEOUT_S)
             else:
-                raise ClusterError(f"a cluster must be tcp://host:port, tls://host:port or "
-                                   f"local:N; got {text!r}")
+                raise ClusterError(
+                    f"a cluster must be tcp://host:port, tls://host:port or local:N; got {text!r}"
+                )
         except (OSError, TimeoutError) as exc:
             for thing in owned:
                 thing.close()
             raise ClusterError(f"cannot reach the scheduler {text}: {exc}") from exc
         owned.append(target)
     elif not isinstance(target, Client):
-        raise ClusterError(f"a cluster must be an address, a distributed.Client or a "
-                           f"concurrent.futures.Executor; got {type(target).__name__}")
+        raise ClusterError(
+            f"a cluster must be an address, a distributed.Client or a "
+            f"concurrent.futures.Executor; got {type(target).__name__}"
+        )
     remote = Remote(target, owned=owned)
     try:
         remote.check()
@@ -339,8 +369,9 @@ def setup_worker(cache_dir: str | None = None) -> None:
     from . import runtime
 
     if cache_dir is None and not os.environ.get("ATTSVM_XLA_CACHE", "").strip():
-        cache_dir = os.path.join(tempfile.gettempdir(), f"attsvm-xla-{os.getuid()}",
-                                 runtime._cpu_fingerprint())
+        cache_dir = os.path.join(
+            tempfile.gettempdir(), f"attsvm-xla-{os.getuid()}", runtime._cpu_fingerprint()
+        )
     if cache_dir is not None:
         os.environ["ATTSVM_XLA_CACHE"] = cache_dir
     os.environ["ATTSVM_MALLOC"] = "system"

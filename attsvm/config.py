@@ -5,6 +5,7 @@ A `ProblemSpec` rebuilds a `Problem`; a `TrainSpec` turns into the keyword optio
 values, so they serve as cache keys and as URL state: two callers with the same records get
 the same results. The GD settings follow arXiv 2308.16898 §2 (normalized GD, W or K Qᵀ).
 """
+
 from __future__ import annotations
 
 import math
@@ -20,8 +21,8 @@ INIT_LABELS = {
     "uniform": "U(−1/√d, 1/√d) — PyTorch nn.Linear, the paper's random init",
     "zero": "zero — W = 0 (K = 0.1·N(0, I), Q = 0), as the 2-D figures",
 }
-RECORDS = 200          # records per run kept for charts (record_every = steps / ~RECORDS)
-CHUNK_RECORDS = 10     # records advanced per live frame
+RECORDS = 200  # records per run kept for charts (record_every = steps / ~RECORDS)
+CHUNK_RECORDS = 10  # records advanced per live frame
 
 
 def norm_for(param: str) -> str:
@@ -48,20 +49,34 @@ class ProblemSpec:
     def build(self) -> Problem:
         """The problem (raises ValueError with the library's message on bad input)."""
         if self.source in PRESETS:
-            prob = paper_problem(self.source)     # linear head, single query
+            prob = paper_problem(self.source)  # linear head, single query
             return prob.with_(Z=None) if self.attention == "self" else prob
         if self.source == "custom":
             if self.data is None:
                 raise ValueError("`data` must hold the custom tokens; got None")
-            X, Y, Z, v, V = (None if a is None else np.array(a, dtype=float)
-                             for a in (*self.data, None)[:5])
-            return Problem(X=X, Y=Y, Z=None if self.attention == "self" else Z, v=v,
-                                  head=self.head, V=V,
-                                  lam=self.lam if self.head == "quadratic" else 0.0,
-                                  name="custom")
-        return random_problem(self.n, self.T, self.d, self.seed, self.attention,
-                                     head=self.head, queries=self.queries,
-                                     lam=self.lam if self.head == "quadratic" else 0.5)
+            X, Y, Z, v, V = (
+                None if a is None else np.array(a, dtype=float) for a in (*self.data, None)[:5]
+            )
+            return Problem(
+                X=X,
+                Y=Y,
+                Z=None if self.attention == "self" else Z,
+                v=v,
+                head=self.head,
+                V=V,
+                lam=self.lam if self.head == "quadratic" else 0.0,
+                name="custom",
+            )
+        return random_problem(
+            self.n,
+            self.T,
+            self.d,
+            self.seed,
+            self.attention,
+            head=self.head,
+            queries=self.queries,
+            lam=self.lam if self.head == "quadratic" else 0.5,
+        )
 
     def with_(self, **kw) -> "ProblemSpec":
         return replace(self, **kw)
@@ -76,8 +91,10 @@ class ProblemSpec:
             return f"custom tokens, {self.head} head{lam}"
         head = self.head + (f" λ={self.lam:g}" if self.head == "quadratic" else "")
         q = "" if self.queries == "single" else f", {self.queries} queries"
-        return (f"random n={self.n}, T={self.T}, d={self.d}, seed={self.seed}, "
-                f"{self.attention}-attention, {head} head{q}")
+        return (
+            f"random n={self.n}, T={self.T}, d={self.d}, seed={self.seed}, "
+            f"{self.attention}-attention, {head} head{q}"
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,8 +121,14 @@ class TrainSpec:
     def train_kwargs(self, prob: Problem) -> dict:
         """The options of `train` / `train_batch` this record fixes for `prob` (all but
         `steps`, `init` and `record_every`, which callers choose per call)."""
-        return dict(param=self.param, lr=self.lr, normalized=self.normalized, loss=self.loss,
-                    seed=self.init_seed, m=self.m_for(prob))
+        return dict(
+            param=self.param,
+            lr=self.lr,
+            normalized=self.normalized,
+            loss=self.loss,
+            seed=self.init_seed,
+            m=self.m_for(prob),
+        )
 
     def m_for(self, prob: Problem) -> int:
         return prob.d if self.m is None else min(int(self.m), prob.d)
@@ -124,8 +147,10 @@ class TrainSpec:
     def label(self) -> str:
         gd = "normalized GD" if self.normalized else "plain GD"
         par = "W" if self.param == "W" else f"(K, Q), m={self.m if self.m else 'd'}"
-        return (f"{par}, {gd}, η={self.lr:g}, {self.loss} loss, {self.steps} steps, "
-                f"{self.init} init (seed {self.init_seed})")
+        return (
+            f"{par}, {gd}, η={self.lr:g}, {self.loss} loss, {self.steps} steps, "
+            f"{self.init} init (seed {self.init_seed})"
+        )
 
 
 def record_every(steps: int, target: int = RECORDS) -> int:
@@ -148,12 +173,12 @@ def frozen(a) -> tuple:
     return tuple(frozen(x) for x in a) if a.ndim > 1 else tuple(float(x) for x in a)
 
 
-def custom_spec(X, Y, Z, v, *, attention: str = "cross", head: str = "linear", V=None,
-                lam: float = 0.5) -> ProblemSpec:
+def custom_spec(
+    X, Y, Z, v, *, attention: str = "cross", head: str = "linear", V=None, lam: float = 0.5
+) -> ProblemSpec:
     """A ProblemSpec holding the arrays themselves (tokens edited in a table, an upload):
     v for the linear and quadratic heads (with λ = `lam`), V for the relu head."""
     data = (frozen(X), frozen(Y), frozen(Z), None if v is None else frozen(v))
     if V is not None:
         data += (frozen(V),)
-    return ProblemSpec(source="custom", attention=attention, head=head, lam=float(lam),
-                       data=data)
+    return ProblemSpec(source="custom", attention=attention, head=head, lam=float(lam), data=data)

@@ -30,6 +30,7 @@ attention of every layer and head.
 normalization for ngd/nmd, as the joint-training code of arXiv 2306.13596 and 2410.14581
 does); records add v; Polyak's L* is then 0 (L → 0 along separating directions of both).
 """
+
 from __future__ import annotations
 
 from functools import partial
@@ -40,7 +41,7 @@ from .optimizers import NORM_EPS, OPTIMIZERS, Hyper, _tree_norm, loss_gap, make_
 
 __all__ = ["NORM_EPS", "RULES", "TraceCounter", "compile_count", "simulate", "simulate_split"]
 RULES = {name: make_optimizer(name) for name in OPTIMIZERS}
-SCALE_FREE = ("ngd", "nmd", "sign", "spectral")   # steps that use only ∇L's direction
+SCALE_FREE = ("ngd", "nmd", "sign", "spectral")  # steps that use only ∇L's direction
 
 
 class TraceCounter:
@@ -56,7 +57,7 @@ class TraceCounter:
         self.count += 1
 
 
-TRACES = TraceCounter()         # of `simulate`
+TRACES = TraceCounter()  # of `simulate`
 
 
 def compile_count() -> int:
@@ -66,13 +67,68 @@ def compile_count() -> int:
 
 
 # -- the compiled engine ------------------------------------------------------------------
-_STATIC = ("rule", "param", "head", "loss", "centred", "n_records", "train_v",
-           "value_and_grad")
+_STATIC = ("rule", "param", "head", "loss", "centred", "n_records", "train_v", "value_and_grad")
+
+
+def _record_buffers(model_of, params0, data, n_records: int, *, train_v: bool):
+    """Zeroed buffers for `n_records` + 1 records of every run, (n_records + 1, B, ...) each,
+    shaped by one record of `simulate`'s model."""
+
+    def record_of(params, data):
+        # a step's record from the objective alone (no gradient: tracing the whole step for
+        # the shapes costs a cold call 0.17 s of its 1.2); ‖∇L‖ has exp(logscale)'s type
+        aux = model_of(data)[0](params)[1]
+        return _record(aux, jnp.exp(aux[3]), params, train_v=train_v)
+
+    shapes = jax.eval_shape(jax.vmap(record_of), params0, data)
+    return tuple(jnp.zeros((n_records + 1,) + a.shape, a.dtype) for a in shapes)
+
+
+def _loop_body(k, c, *, vstep, data, record_every):
+    """Step k of `simulate`'s loop: every run's step, its record written to slot ⌈k / r⌉."""
+    params, state, prev, bad_at, bufs = c
+    # the record step k − 1 wrote (its own: a run that rolled back has stopped), which
+    # a rollback at step k records again
+    prev_rec = tuple(
+        jax.lax.dynamic_index_in_dim(b, (k + record_every - 2) // record_every, 0, keepdims=False)
+        for b in bufs
+    )
+    (params, state, prev, bad_at), rec = vstep(params, state, prev, prev_rec, bad_at, data, k)
+    slot = (k + record_every - 1) // record_every
+    bufs = tuple(
+        jax.lax.dynamic_update_index_in_dim(b, r, slot, 0) for b, r in zip(bufs, rec, strict=True)
+    )
+    return params, state, prev, bad_at, bufs
+
+
+def _rolled_back(params, prev, bad_at):
+    """The final parameters: a run that rolled back (bad_at ≥ 0) keeps `prev`, the others
+    `params` (leading run axis B on every leaf)."""
+    B = bad_at.shape[0]
+    return jax.tree_util.tree_map(
+        lambda a, b: jnp.where((bad_at >= 0).reshape((B,) + (1,) * (a.ndim - 1)), a, b),
+        params,
+        prev,
+    )
 
 
 @partial(jax.jit, static_argnames=_STATIC)
-def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, param, head,
-             loss, centred, n_records, train_v=False, value_and_grad=None):
+def simulate(
+    params0,
+    data: Data,
+    hyper: Hyper,
+    ridge,
+    record_every,
+    *,
+    rule,
+    param,
+    head,
+    loss,
+    centred,
+    n_records,
+    train_v=False,
+    value_and_grad=None,
+):
     """Batched GD. params0 and data carry a leading run axis; returns per-run records.
 
     value_and_grad: None for the attention model's objective (`model.objective_and_records`,
@@ -100,51 +156,38 @@ def simulate(params0, data: Data, hyper: Hyper, ridge, record_every, *, rule, pa
     Long because the objective, the step, the records' buffers and the loop are one program,
     and its closures read the traced settings.
     """
-    TRACES.tick()               # a Python side effect: runs at trace time only
+    TRACES.tick()  # a Python side effect: runs at trace time only
 
-    model_of = partial(_model, hyper=hyper, ridge=ridge, rule=rule, param=param, head=head,
-                       loss=loss, centred=centred, train_v=train_v,
-                       value_and_grad=value_and_grad)
+    model_of = partial(
+        _model,
+        hyper=hyper,
+        ridge=ridge,
+        rule=rule,
+        param=param,
+        head=head,
+        loss=loss,
+        centred=centred,
+        train_v=train_v,
+        value_and_grad=value_and_grad,
+    )
 
     def run_step(params, state, prev, prev_rec, bad_at, data, k):
-        step = _make_step(model_of(data)[1], data, hyper, rule=rule, head=head, loss=loss,
-                          train_v=train_v)
+        step = _make_step(
+            model_of(data)[1], data, hyper, rule=rule, head=head, loss=loss, train_v=train_v
+        )
         return step(params, state, prev, prev_rec, bad_at, k)
-
-    def record_of(params, data):
-        # a step's record from the objective alone (no gradient: tracing the whole step for
-        # the shapes costs a cold call 0.17 s of its 1.2); ‖∇L‖ has exp(logscale)'s type
-        aux = model_of(data)[0](params)[1]
-        return _record(aux, jnp.exp(aux[3]), params, train_v=train_v)
 
     vstep = jax.vmap(run_step, in_axes=(0, 0, 0, 0, 0, 0, None))
     init = jax.vmap(_rule(rule).init)
     B = jax.tree_util.tree_leaves(params0)[0].shape[0]
     state0, bad0 = init(params0), jnp.full((B,), -1)
-    shapes = jax.eval_shape(jax.vmap(record_of), params0, data)
-    bufs0 = tuple(jnp.zeros((n_records + 1,) + a.shape, a.dtype) for a in shapes)
-
-    def body(k, c):
-        params, state, prev, bad_at, bufs = c
-        # the record step k − 1 wrote (its own: a run that rolled back has stopped), which
-        # a rollback at step k records again
-        prev_rec = tuple(jax.lax.dynamic_index_in_dim(b, (k + record_every - 2)
-                                                      // record_every, 0, keepdims=False)
-                         for b in bufs)
-        (params, state, prev, bad_at), rec = vstep(params, state, prev, prev_rec, bad_at,
-                                                   data, k)
-        slot = (k + record_every - 1) // record_every
-        bufs = tuple(jax.lax.dynamic_update_index_in_dim(b, r, slot, 0)
-                     for b, r in zip(bufs, rec, strict=True))
-        return params, state, prev, bad_at, bufs
+    bufs0 = _record_buffers(model_of, params0, data, n_records, train_v=train_v)
 
     carry0 = (params0, state0, params0, bad0, bufs0)
-    params, _, prev, bad_at, recs = jax.lax.fori_loop(
-        0, n_records * record_every + 1, body, carry0)
+    body = partial(_loop_body, vstep=vstep, data=data, record_every=record_every)
+    params, _, prev, bad_at, recs = jax.lax.fori_loop(0, n_records * record_every + 1, body, carry0)
     bad_at = jnp.where(bad_at >= n_records * record_every, -1, bad_at)
-    final = jax.tree_util.tree_map(
-        lambda a, b: jnp.where((bad_at >= 0).reshape((B,) + (1,) * (a.ndim - 1)), a, b),
-        params, prev)
+    final = _rolled_back(params, prev, bad_at)
     # Records come out record-major, (k, B, ...), as the loop writes them: a run-major layout
     # would cost XLA a transposing copy of the whole history (≈ 40% of a 2000-step call).
     return recs, final, bad_at
@@ -161,9 +204,13 @@ def simulate_split(params0, data: Data, hyper: Hyper, ridge, record_every, *, me
     work on each device here (docs/performance.md)."""
     runs, rep = jax.sharding.PartitionSpec("runs"), jax.sharding.PartitionSpec()
     body = partial(simulate, **static)
-    return jax.shard_map(body, mesh=mesh, in_specs=(runs, runs, rep, rep, rep),
-                         out_specs=(jax.sharding.PartitionSpec(None, "runs"), runs, runs),
-                         check_vma=False)(params0, data, hyper, ridge, record_every)
+    return jax.shard_map(
+        body,
+        mesh=mesh,
+        in_specs=(runs, runs, rep, rep, rep),
+        out_specs=(jax.sharding.PartitionSpec(None, "runs"), runs, runs),
+        check_vma=False,
+    )(params0, data, hyper, ridge, record_every)
 
 
 def _model(data, *, hyper, ridge, rule, param, head, loss, centred, train_v, value_and_grad):
@@ -173,9 +220,15 @@ def _model(data, *, hyper, ridge, rule, param, head, loss, centred, train_v, val
     if value_and_grad is not None:
         vg = value_and_grad(data, head, loss)
         return (lambda params: vg(params)[0]), vg
-    if head == "stack":         # L layers × H heads (`hierarchy`): params one leaf per head
-        obj = partial(hierarchy.objective_and_records, data=data, ridge=ridge, param=param,
-                      loss_kind=loss, centred=centred)
+    if head == "stack":  # L layers × H heads (`hierarchy`): params one leaf per head
+        obj = partial(
+            hierarchy.objective_and_records,
+            data=data,
+            ridge=ridge,
+            param=param,
+            loss_kind=loss,
+            centred=centred,
+        )
         return obj, jax.value_and_grad(obj, has_aux=True)
     # the scale-free rules (a step that only uses the gradient's direction) take the
     # gradient divided by the largest non-selected softmax weight: it stays representable
@@ -183,8 +236,16 @@ def _model(data, *, hyper, ridge, rule, param, head, loss, centred, train_v, val
     scaled = False
     if centred and param == "W" and rule in SCALE_FREE and not train_v:
         scaled = hyper.eps == 0 if rule in ("ngd", "nmd") else True
-    obj = partial(model.objective_and_records, data=data, ridge=ridge, param=param,
-                  head_kind=head, loss_kind=loss, centred=centred, scaled=scaled)
+    obj = partial(
+        model.objective_and_records,
+        data=data,
+        ridge=ridge,
+        param=param,
+        head_kind=head,
+        loss_kind=loss,
+        centred=centred,
+        scaled=scaled,
+    )
     if train_v:
         obj = partial(model.joint_objective, objective=obj, data=data)
     return obj, jax.value_and_grad(obj, has_aux=True)
@@ -220,20 +281,26 @@ def _make_step(vg, data: Data, hyper: Hyper, *, rule, head, loss, train_v):
         (total, (L, s, W, logscale)), g = vg(params)
         # ‖∇L‖ itself (0 once it underflows), not the scaled gradient's
         gnorm = _tree_norm(g) * jnp.exp(logscale)
-        gap = (L if train_v     # L* = 0 once v is trained too (train_v: module doc)
-               else loss_gap(W, data, loss) if rule == "polyak" and head == "linear"
-               else jnp.zeros((), W.dtype))
+        gap = (
+            L
+            if train_v  # L* = 0 once v is trained too (train_v: module doc)
+            else loss_gap(W, data, loss)
+            if rule == "polyak" and head == "linear"
+            else jnp.zeros((), W.dtype)
+        )
         new, state_new = _rule(rule).update(g, state, params, hyper._replace(gap=gap))
         rec = _record((L, s, W, logscale), gnorm, params, train_v=train_v)
         here_ok = jnp.isfinite(total) & jnp.isfinite(gnorm)
         next_ok = jnp.isfinite(sum(jnp.sum(a * a) for a in leaves(new)))
         running = bad_at < 0
         back = running & ~here_ok & (k > 0)
-        bad_at = jnp.where(running & ~here_ok, jnp.maximum(k - 1, 0),
-                           jnp.where(running & ~next_ok, k, bad_at))
+        bad_at = jnp.where(
+            running & ~here_ok, jnp.maximum(k - 1, 0), jnp.where(running & ~next_ok, k, bad_at)
+        )
         rec_out = tmap(lambda a, b: jnp.where(back, a, b), prev_rec, rec)
-        nxt = tmap(lambda a, b, c: jnp.where(back, a, jnp.where(bad_at >= 0, b, c)),
-                   prev, params, new)
+        nxt = tmap(
+            lambda a, b, c: jnp.where(back, a, jnp.where(bad_at >= 0, b, c)), prev, params, new
+        )
         state = tmap(lambda b, c: jnp.where(bad_at >= 0, b, c), state, state_new)
         return (nxt, state, params, bad_at), rec_out
 

@@ -18,6 +18,7 @@ Long trajectories are subsampled (evenly, first and last record kept) to at most
 `max_records` records and `MAX_FLOATS` numbers; `reproduce.py` compares at the same records.
 The library writes the charts it is given and never imports a plotting or UI package.
 """
+
 from __future__ import annotations
 
 import io
@@ -38,8 +39,8 @@ from .trajectory import Trajectory
 
 FORMAT = "attsvm-export/1"
 TRAIN_KEYS = TRAIN_OPTIONS
-MAX_FLOATS = 4_000_000          # numbers in the exported trajectory (≈ 32 MB as float64)
-TOLERANCE = {"trajectory": 1e-6, "svm": 1e-6}   # |got − want| / (1 + |want|), reproduce.py
+MAX_FLOATS = 4_000_000  # numbers in the exported trajectory (≈ 32 MB as float64)
+TOLERANCE = {"trajectory": 1e-6, "svm": 1e-6}  # |got − want| / (1 + |want|), reproduce.py
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _STAMP = (1980, 1, 1, 0, 0, 0)  # fixed zip timestamps: equal inputs give equal bytes
 
@@ -67,8 +68,9 @@ def _csv_matrix(A: np.ndarray) -> bytes:
 
 def _check_name(kind: str, name: str) -> str:
     if not isinstance(name, str) or not _NAME.match(name):
-        raise ValueError(f"`{kind}` names must be 1-64 letters, digits, '_', '.', '-'; "
-                         f"got {name!r:.70}")
+        raise ValueError(
+            f"`{kind}` names must be 1-64 letters, digits, '_', '.', '-'; got {name!r:.70}"
+        )
     return name
 
 
@@ -85,8 +87,9 @@ def _train_settings(run: Trajectory, train: Mapping | None) -> dict:
     steps = np.asarray(run.steps)
     r = int(steps[1] - steps[0]) if len(steps) > 1 else max(int(steps[-1]), 1)
     if len(steps) > 1 and not np.array_equal(steps, np.arange(0, steps[-1] + 1, r)):
-        raise ValueError("`run.steps` must be 0, r, 2r, …, steps to be reproduced; got "
-                         f"{steps[:4].tolist()}…")
+        raise ValueError(
+            f"`run.steps` must be 0, r, 2r, …, steps to be reproduced; got {steps[:4].tolist()}…"
+        )
     # What was recorded is what gets reproduced (a live run may have stopped early).
     cfg.update(steps=int(steps[-1]), record_every=r)
     missing = [k for k in ("param", "lr", "normalized", "loss") if k not in cfg]
@@ -103,18 +106,57 @@ def _init_arrays(init, param: str, batched: bool) -> dict | None:
     if param == "W":
         return {"W": np.asarray(init, dtype=float)}
     if batched:
-        return {"K": np.stack([np.asarray(k, float) for k, _ in init]),
-                "Q": np.stack([np.asarray(q, float) for _, q in init])}
+        return {
+            "K": np.stack([np.asarray(k, float) for k, _ in init]),
+            "Q": np.stack([np.asarray(q, float) for _, q in init]),
+        }
     K, Q = init
     return {"K": np.asarray(K, float), "Q": np.asarray(Q, float)}
 
 
-def build_bundle(*, problem: Problem | None, run: Trajectory | None = None,
-                 solutions: Mapping[str, SvmSolution] | None = None,
-                 train: Mapping | None = None, init=None,
-                 settings: Mapping | None = None, charts: Mapping[str, str] | None = None,
-                 tables: Mapping | None = None, page: str = "", url: str = "",
-                 max_records: int = 2000) -> bytes:
+def _problem_meta(problem: Problem | None) -> dict | None:
+    """The problem's shape and settings for settings.json (None for a sweep)."""
+    if problem is None:
+        return None
+    return dict(
+        n=problem.n,
+        T=problem.T,
+        d=problem.d,
+        attention=problem.attention,
+        head=problem.head,
+        queries=problem.queries,
+        query_index=problem.query_index,
+        lam=problem.lam,
+        name=problem.name,
+    )
+
+
+def _zipped(files: dict) -> bytes:
+    """The zip of `files` (name → bytes), members sorted and time-stamped `_STAMP`, so equal
+    contents give equal bytes."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name in sorted(files):
+            zf.writestr(
+                zipfile.ZipInfo(name, _STAMP), files[name], compress_type=zipfile.ZIP_DEFLATED
+            )
+    return buf.getvalue()
+
+
+def build_bundle(
+    *,
+    problem: Problem | None,
+    run: Trajectory | None = None,
+    solutions: Mapping[str, SvmSolution] | None = None,
+    train: Mapping | None = None,
+    init=None,
+    settings: Mapping | None = None,
+    charts: Mapping[str, str] | None = None,
+    tables: Mapping | None = None,
+    page: str = "",
+    url: str = "",
+    max_records: int = 2000,
+) -> bytes:
     """Build the export zip (module doc) and return its bytes.
 
     Args:
@@ -137,13 +179,19 @@ def build_bundle(*, problem: Problem | None, run: Trajectory | None = None,
     solutions = _checked_inputs(problem, run, solutions)
     if run is None and init is not None:
         raise ValueError("`init` needs a `run` to go with it; got run=None")
-    meta: dict = {"format": FORMAT, "attsvm_version": __version__, "page": page, "url": url,
-                  "problem": None if problem is None else dict(
-                      n=problem.n, T=problem.T, d=problem.d, attention=problem.attention,
-                      head=problem.head, queries=problem.queries,
-                      query_index=problem.query_index, lam=problem.lam, name=problem.name),
-                  "settings": dict(settings or {}), "train": None, "runs": None,
-                  "trajectory": None, "solutions": {}, "tolerance": TOLERANCE}
+    meta: dict = {
+        "format": FORMAT,
+        "attsvm_version": __version__,
+        "page": page,
+        "url": url,
+        "problem": _problem_meta(problem),
+        "settings": dict(settings or {}),
+        "train": None,
+        "runs": None,
+        "trajectory": None,
+        "solutions": {},
+        "tolerance": TOLERANCE,
+    }
     # Members in order: data, trajectory, SVM solutions, tables and charts, then the manifest.
     files = _data_files(problem)
     if run is not None:
@@ -153,12 +201,7 @@ def build_bundle(*, problem: Problem | None, run: Trajectory | None = None,
     meta["files"] = sorted(files) + ["settings.json", "reproduce.py"]
     files["settings.json"] = json.dumps(meta, indent=2, default=_jsonable).encode()
     files["reproduce.py"] = REPRODUCE.encode()
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name in sorted(files):
-            zf.writestr(zipfile.ZipInfo(name, _STAMP), files[name],
-                        compress_type=zipfile.ZIP_DEFLATED)
-    return buf.getvalue()
+    return _zipped(files)
 
 
 def _checked_inputs(problem, run, solutions) -> dict:
@@ -166,16 +209,18 @@ def _checked_inputs(problem, run, solutions) -> dict:
     if problem is None and (run is not None or solutions):
         raise ValueError("`problem` must be given with a run or solutions; got None")
     if problem is not None and not isinstance(problem, Problem):
-        raise ValueError(f"`problem` must be an attsvm.Problem or None; got "
-                         f"{type(problem).__name__}")
+        raise ValueError(
+            f"`problem` must be an attsvm.Problem or None; got {type(problem).__name__}"
+        )
     if run is not None and not isinstance(run, Trajectory):
         raise ValueError(f"`run` must be an attsvm.Trajectory or None; got {type(run).__name__}")
     solutions = dict(solutions or {})
     for name, sol in solutions.items():
         _check_name("solutions", name)
         if not isinstance(sol, SvmSolution):
-            raise ValueError(f"`solutions[{name!r}]` must be an SvmSolution; got "
-                             f"{type(sol).__name__}")
+            raise ValueError(
+                f"`solutions[{name!r}]` must be an SvmSolution; got {type(sol).__name__}"
+            )
     return solutions
 
 
@@ -184,20 +229,29 @@ def _data_files(problem: Problem | None) -> dict[str, bytes]:
     if problem is None:
         return {}
     if problem.queries != "single":
-        return {"data/problem.npz": _npz(
-            X=problem.X, Y=problem.Y, Z=problem.Z, v=problem.v, V=problem.V,
-            head=np.array(problem.head), lam=np.array(problem.lam),
-            queries=np.array(problem.queries))}
+        return {
+            "data/problem.npz": _npz(
+                X=problem.X,
+                Y=problem.Y,
+                Z=problem.Z,
+                v=problem.v,
+                V=problem.V,
+                head=np.array(problem.head),
+                lam=np.array(problem.lam),
+                queries=np.array(problem.queries),
+            )
+        }
     files = {"data/problem.npz": _npz(**problem_arrays(problem))}
     try:
         files["data/problem.csv"] = problem_to_csv(problem)
-    except ValueError:          # quadratic head / non-default query: NPZ only
+    except ValueError:  # quadratic head / non-default query: NPZ only
         pass
     return files
 
 
-def _trajectory_files(run: Trajectory, train, init, solutions: dict, max_records: int,
-                      meta: dict) -> dict[str, bytes]:
+def _trajectory_files(
+    run: Trajectory, train, init, solutions: dict, max_records: int, meta: dict
+) -> dict[str, bytes]:
     """trajectory/*.npz|csv and data/init.npz; records the GD settings in `meta`."""
     cfg = _train_settings(run, train)
     meta["train"] = cfg
@@ -208,13 +262,23 @@ def _trajectory_files(run: Trajectory, train, init, solutions: dict, max_records
     per = run.W[..., 0, :, :].size + np.take(run.probs, 0, axis=ax).size
     keep = subsample(k, min(max_records, max(2, MAX_FLOATS // max(per, 1))))
     take = lambda a: np.take(a, keep, axis=ax)  # noqa: E731
-    files = {"trajectory/trajectory.npz": _npz(
-        index=keep, steps=np.asarray(run.steps)[keep], W=take(run.W), probs=take(run.probs),
-        loss=take(run.loss), grad_norm=take(run.grad_norm), K=run.K, Q=run.Q,
-        overflow_at=run.overflow_at)}
+    files = {
+        "trajectory/trajectory.npz": _npz(
+            index=keep,
+            steps=np.asarray(run.steps)[keep],
+            W=take(run.W),
+            probs=take(run.probs),
+            loss=take(run.loss),
+            grad_norm=take(run.grad_norm),
+            K=run.K,
+            Q=run.Q,
+            overflow_at=run.overflow_at,
+        )
+    }
     files["trajectory/trajectory.csv"] = _trajectory_csv(run, keep, solutions)
-    meta["trajectory"] = dict(records=int(k), exported=int(len(keep)),
-                              subsampled=bool(len(keep) < k))
+    meta["trajectory"] = dict(
+        records=int(k), exported=int(len(keep)), subsampled=bool(len(keep) < k)
+    )
     ini = _init_arrays(init, cfg["param"], run.batched)
     if ini is not None:
         files["data/init.npz"] = _npz(**ini)
@@ -227,18 +291,30 @@ def _svm_files(solutions: dict, meta: dict) -> dict[str, bytes]:
     summary = ["name,norm,feasible,status,objective,alpha"]
     for name, sol in solutions.items():
         alpha = np.asarray(sol.alpha)
-        meta["solutions"][name] = dict(norm=sol.norm, alpha=alpha.tolist(),
-                                       feasible=bool(sol.feasible), status=sol.status,
-                                       objective=sol.objective, solver=sol.solver)
-        files[f"svm/{name}.npz"] = _npz(W=sol.W, support=sol.support, margins=sol.margins,
-                                        duals=sol.duals, alpha=alpha,
-                                        feasible=np.array(sol.feasible))
+        meta["solutions"][name] = dict(
+            norm=sol.norm,
+            alpha=alpha.tolist(),
+            feasible=bool(sol.feasible),
+            status=sol.status,
+            objective=sol.objective,
+            solver=sol.solver,
+        )
+        files[f"svm/{name}.npz"] = _npz(
+            W=sol.W,
+            support=sol.support,
+            margins=sol.margins,
+            duals=sol.duals,
+            alpha=alpha,
+            feasible=np.array(sol.feasible),
+        )
         if sol.W is not None:
             files[f"svm/{name}_W.csv"] = _csv_matrix(sol.W)
         obj = "" if sol.objective is None else repr(float(sol.objective))
         status = str(sol.status).replace('"', "'")
-        summary.append(f'{name},{sol.norm},{sol.feasible},"{status}",{obj},'
-                       f'"{" ".join(str(int(a)) for a in alpha.ravel())}"')
+        summary.append(
+            f'{name},{sol.norm},{sol.feasible},"{status}",{obj},'
+            f'"{" ".join(str(int(a)) for a in alpha.ravel())}"'
+        )
     if solutions:
         files["svm/solutions.csv"] = ("\n".join(summary) + "\n").encode()
     return files
@@ -250,14 +326,16 @@ def _table_and_chart_files(tables: Mapping | None, charts: Mapping | None) -> di
     for name, df in (tables or {}).items():
         _check_name("tables", name)
         if not hasattr(df, "to_csv"):
-            raise ValueError(f"`tables[{name!r}]` must be a pandas DataFrame; got "
-                             f"{type(df).__name__}")
+            raise ValueError(
+                f"`tables[{name!r}]` must be a pandas DataFrame; got {type(df).__name__}"
+            )
         files[f"tables/{name}.csv"] = df.to_csv(index=False).encode()
     for name, text in (charts or {}).items():
         _check_name("charts", name)
         if not isinstance(text, str):
-            raise ValueError(f"`charts[{name!r}]` must be chart text (JSON or HTML); got "
-                             f"{type(text).__name__}")
+            raise ValueError(
+                f"`charts[{name!r}]` must be chart text (JSON or HTML); got {type(text).__name__}"
+            )
         if not name.endswith((".json", ".html")):
             name += ".html" if text.lstrip().startswith("<") else ".json"
         files[f"charts/{name}"] = text.encode()
@@ -268,15 +346,22 @@ def _trajectory_csv(run: Trajectory, keep: np.ndarray, solutions: dict) -> bytes
     import pandas as pd
 
     if run.batched:
-        cols = {"run": np.repeat(np.arange(len(run)), len(keep)),
-                "step": np.tile(np.asarray(run.steps)[keep], len(run)),
-                "loss": run.loss[:, keep].ravel(), "grad_norm": run.grad_norm[:, keep].ravel(),
-                "norm_W": np.linalg.norm(run.W[:, keep], axis=(-2, -1)).ravel()}
+        cols = {
+            "run": np.repeat(np.arange(len(run)), len(keep)),
+            "step": np.tile(np.asarray(run.steps)[keep], len(run)),
+            "loss": run.loss[:, keep].ravel(),
+            "grad_norm": run.grad_norm[:, keep].ravel(),
+            "norm_W": np.linalg.norm(run.W[:, keep], axis=(-2, -1)).ravel(),
+        }
         return pd.DataFrame(cols).to_csv(index=False).encode()
     W = run.W[keep]
-    cols = {"step": np.asarray(run.steps)[keep], "loss": run.loss[keep],
-            "grad_norm": run.grad_norm[keep], "norm_W": np.linalg.norm(W, axis=(-2, -1))}
-    if run.probs.ndim == 3:                         # single query: (k, n, T)
+    cols = {
+        "step": np.asarray(run.steps)[keep],
+        "loss": run.loss[keep],
+        "grad_norm": run.grad_norm[keep],
+        "norm_W": np.linalg.norm(W, axis=(-2, -1)),
+    }
+    if run.probs.ndim == 3:  # single query: (k, n, T)
         final = run.probs[-1].argmax(-1)
         sel = run.probs[keep][:, np.arange(run.probs.shape[1]), final]
         for i in range(sel.shape[1]):

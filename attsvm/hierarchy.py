@@ -18,6 +18,7 @@ argmax key of row t (an integer, no gradient through the choice),
 backward then sees a cotangent exactly 0 at ρ_t, so no term of size 1 cancels and the
 gradient stays exact far into saturation (`centred=False`: the plain form).
 """
+
 from __future__ import annotations
 
 from .model import Data, jax, jnp, loss_fn
@@ -40,9 +41,9 @@ def _attend(a, u, centred: bool):
     s = jax.nn.softmax(a, axis=-1)
     if not centred:
         return s, jnp.einsum("hnts,hnsd->hntd", s, u)
-    rho = jax.lax.stop_gradient(jnp.argmax(a, axis=-1))                  # (H, n, T)
-    u_rho = jnp.take_along_axis(u, rho[..., None], axis=2)              # (H, n, T, d)
-    diff = u[:, :, None, :, :] - u_rho[:, :, :, None, :]                # (H, n, T, S, d)
+    rho = jax.lax.stop_gradient(jnp.argmax(a, axis=-1))  # (H, n, T)
+    u_rho = jnp.take_along_axis(u, rho[..., None], axis=2)  # (H, n, T, d)
+    diff = u[:, :, None, :, :] - u_rho[:, :, :, None, :]  # (H, n, T, S, d)
     return s, u_rho + jnp.einsum("hnts,hntsd->hntd", s, diff)
 
 
@@ -54,7 +55,7 @@ def forward(Ws, data: Data, *, centred: bool = True):
     for l in range(Ws.shape[0]):
         a = jnp.einsum("nsd,hde,nte->hnts", h, Ws[l], h)
         a = jnp.where(data.mask[None], a, -jnp.inf)
-        u = jnp.einsum("nsd,hde->hnse", h, data.U[l])                  # (U^{l,h})ᵀ h_s
+        u = jnp.einsum("nsd,hde->hnse", h, data.U[l])  # (U^{l,h})ᵀ h_s
         s, r = _attend(a, u, centred)
         S.append(s)
         h = data.rho * h + jnp.sum(r, axis=0)
@@ -70,8 +71,9 @@ def predictions(Ws, data: Data, *, centred: bool = True):
     return jnp.sum(jnp.where(data.w > 0, read, 0.0), axis=-1), S
 
 
-def objective_and_records(params, data: Data, ridge, *, param: str, loss_kind: str,
-                          centred: bool = True):
+def objective_and_records(
+    params, data: Data, ridge, *, param: str, loss_kind: str, centred: bool = True
+):
     """What the engine's GD minimizes for a stack, with its records: (objective,
     (L, S, W, logscale = 0)), objective = L(W) (+ ridge Σ_{l,h} (‖K‖² + ‖Q‖²) for "KQ")."""
     L_, H = data.U.shape[:2]

@@ -20,6 +20,7 @@ port of the authors' loop in float32 or float64 (plain softmax Jacobian, ε in t
 normalizers) — the GD engine is float64 only and always exact; this path exists to show
 the authors' figure next to the true limit.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ from .svm import (
 
 JOINT_NORMS = ("fro", "lp")
 JOINT_PRESETS = ("mmts-relaxed", "mmts-tight", "mdatt-toy")
-AUTHORS_EPS = (1e-19, 1e-9)     # MMTS notebook: ε of p's and v's normalizers
+AUTHORS_EPS = (1e-19, 1e-9)  # MMTS notebook: ε of p's and v's normalizers
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,13 +108,39 @@ def _min_norm(A: np.ndarray, b: np.ndarray, norm: str, p):
 
 def head_svm(prob: Problem, alpha, norm: str = "fro", p: float | None = None):
     """v^mm = argmin ‖v‖ s.t. Y_i vᵀ x_{iα_i} ≥ 1: (status, v or None, margins, duals)."""
-    A = prob.Y[:, None] * prob.X[np.arange(prob.n), np.asarray(alpha)]      # (n, d)
+    A = prob.Y[:, None] * prob.X[np.arange(prob.n), np.asarray(alpha)]  # (n, d)
     status, v, lam = _min_norm(A, np.ones(prob.n), norm, p)
     return status, v, (None if v is None else A @ v), lam
 
 
-def solve_joint_svm(prob: Problem, alpha=None, norm: str = "fro", p: float | None = None, *,
-                    support_tol: float = SUPPORT_TOL) -> JointSvm:
+def _relaxed_att_svm(prob: Problem, alpha, support, norm: str, p, *, solved: bool) -> tuple:
+    """The relaxed Att-SVM of W at α: margin 1 on support sequences, 0 elsewhere; (status, W,
+    margins, duals (n, T)), None fields when the head SVM was not `solved`."""
+    W = W_marg = W_duals = None
+    W_status = "not solved (head SVM infeasible)"
+    if solved:
+        rows, idx = constraint_rows(prob, alpha)
+        b = support[idx[:, 0]].astype(float)  # 1 on support sequences, 0 elsewhere
+        if rows.shape[0] == 0:
+            W_status, W = "optimal", np.zeros((prob.d, prob.d))
+        else:
+            W_status, w, lam = _min_norm(rows, b, norm, p)
+            if w is not None:
+                W = w.reshape(prob.d, prob.d)
+                W_marg, _ = margins_and_support(prob, rows, idx, W, alpha)
+                W_duals = np.full((prob.n, prob.T), np.nan)
+                W_duals[idx[:, 0], idx[:, 2]] = lam
+    return W_status, W, W_marg, W_duals
+
+
+def solve_joint_svm(
+    prob: Problem,
+    alpha=None,
+    norm: str = "fro",
+    p: float | None = None,
+    *,
+    support_tol: float = SUPPORT_TOL,
+) -> JointSvm:
     """The head SVM v^mm, its support sequences, and the relaxed and tight Att-SVMs of W at α.
 
     Args:
@@ -128,8 +155,9 @@ def solve_joint_svm(prob: Problem, alpha=None, norm: str = "fro", p: float | Non
     if not isinstance(prob, Problem):
         raise ValueError(f"`prob` must be an attsvm.Problem; got {type(prob).__name__}")
     if prob.queries != "single":
-        raise ValueError(f"`prob` must have single queries for the joint SVMs; "
-                         f"got queries={prob.queries!r}")
+        raise ValueError(
+            f"`prob` must have single queries for the joint SVMs; got queries={prob.queries!r}"
+        )
     check_choice("norm", norm, JOINT_NORMS)
     if norm == "lp":
         if p is None:
@@ -140,27 +168,28 @@ def solve_joint_svm(prob: Problem, alpha=None, norm: str = "fro", p: float | Non
     support_tol = check_float("support_tol", support_tol, 0.0, 1.0)
     alpha = optimal_tokens(prob) if alpha is None else check_alpha(prob, alpha)
     v_status, v, v_marg, v_duals = head_svm(prob, alpha, norm, p)
-    support = (np.zeros(prob.n, bool) if v is None else v_marg <= 1.0 + support_tol)
+    support = np.zeros(prob.n, bool) if v is None else v_marg <= 1.0 + support_tol
     tight_norm, tight_p = ("fro", None) if norm == "fro" or p == 2.0 else ("lp", p)
     tight = solve_att_svm(prob, alpha, tight_norm, p=tight_p, support_tol=support_tol)
-    W = W_marg = W_duals = None
-    W_status = "not solved (head SVM infeasible)"
-    if v is not None:
-        rows, idx = constraint_rows(prob, alpha)
-        b = support[idx[:, 0]].astype(float)      # 1 on support sequences, 0 elsewhere
-        if rows.shape[0] == 0:
-            W_status, W = "optimal", np.zeros((prob.d, prob.d))
-        else:
-            W_status, w, lam = _min_norm(rows, b, norm, p)
-            if w is not None:
-                W = w.reshape(prob.d, prob.d)
-                W_marg, _ = margins_and_support(prob, rows, idx, W, alpha)
-                W_duals = np.full((prob.n, prob.T), np.nan)
-                W_duals[idx[:, 0], idx[:, 2]] = lam
-    return JointSvm(v=v, v_status=v_status, v_margins=v_marg, v_duals=v_duals,
-                    support=support, W=W, W_status=W_status, W_margins=W_marg,
-                    W_duals=W_duals, W_tight=tight.W, tight=tight, alpha=alpha, norm=norm,
-                    p=p if norm == "lp" else None)
+    W_status, W, W_marg, W_duals = _relaxed_att_svm(
+        prob, alpha, support, norm, p, solved=v is not None
+    )
+    return JointSvm(
+        v=v,
+        v_status=v_status,
+        v_margins=v_marg,
+        v_duals=v_duals,
+        support=support,
+        W=W,
+        W_status=W_status,
+        W_margins=W_marg,
+        W_duals=W_duals,
+        W_tight=tight.W,
+        tight=tight,
+        alpha=alpha,
+        norm=norm,
+        p=p if norm == "lp" else None,
+    )
 
 
 # -- the presets ---------------------------------------------------------------------------
@@ -179,11 +208,11 @@ class JointPreset:
     prob: Problem
     W0: np.ndarray
     v0: np.ndarray
-    optimizer: str          # "ngd" (MMTS) or "nmd" (MD-Att: normalized ℓp MD on both)
+    optimizer: str  # "ngd" (MMTS) or "nmd" (MD-Att: normalized ℓp MD on both)
     lr: float
     steps: int
     description: str
-    authors_eps: tuple      # ε of the authors' normalizers (W's, v's)
+    authors_eps: tuple  # ε of the authors' normalizers (W's, v's)
 
 
 def joint_problem(name: str) -> JointPreset:
@@ -191,20 +220,41 @@ def joint_problem(name: str) -> JointPreset:
     MD-Att 2 × 3 × 2 toy (arXiv 2410.14581)."""
     check_choice("name", name, JOINT_PRESETS)
     if name == "mdatt-toy":
-        prob = Problem(X=np.array(_MDATT_X), Y=np.array([1.0, -1.0]), v=np.array([1.0, 0.0]),
-                       name=name)
-        return JointPreset(prob, np.zeros((2, 2)), np.zeros(2), "nmd", 0.1, 2000,
-                           "MD-Att toy: n=2, T=3, d=2, z_i = first token, W₀ = 0, v₀ = 0, "
-                           "normalized ℓp mirror descent on both, lr 0.1", (2.0 ** -52,) * 2)
+        prob = Problem(
+            X=np.array(_MDATT_X), Y=np.array([1.0, -1.0]), v=np.array([1.0, 0.0]), name=name
+        )
+        return JointPreset(
+            prob,
+            np.zeros((2, 2)),
+            np.zeros(2),
+            "nmd",
+            0.1,
+            2000,
+            "MD-Att toy: n=2, T=3, d=2, z_i = first token, W₀ = 0, v₀ = 0, "
+            "normalized ℓp mirror descent on both, lr 0.1",
+            (2.0**-52,) * 2,
+        )
     X = np.array([[(0.0, 0.0), (1.0, 1.0)], [(0.0, 0.0), (1.0, -1.0)], _MMTS_THIRD[name]])
     W0 = np.zeros((2, 2))
     W0[:, 0] = (0.0, -1.0)
-    prob = Problem(X=X, Y=np.array([1.0, -1.0, 1.0]), Z=np.tile([1.0, 0.0], (3, 1)),
-                   v=np.array([-1.0, 0.0]), name=name)
+    prob = Problem(
+        X=X,
+        Y=np.array([1.0, -1.0, 1.0]),
+        Z=np.tile([1.0, 0.0], (3, 1)),
+        v=np.array([-1.0, 0.0]),
+        name=name,
+    )
     kind = name.split("-")[1]
-    return JointPreset(prob, W0, np.array([-1.0, 0.0]), "ngd", 0.1, 1000,
-                       f"MMTS {kind}: n=3, T=2, d=2, p₀ = (0, −1), v₀ = (−1, 0), "
-                       "normalized GD on each, lr 0.1", AUTHORS_EPS)
+    return JointPreset(
+        prob,
+        W0,
+        np.array([-1.0, 0.0]),
+        "ngd",
+        0.1,
+        1000,
+        f"MMTS {kind}: n=3, T=2, d=2, p₀ = (0, −1), v₀ = (−1, 0), normalized GD on each, lr 0.1",
+        AUTHORS_EPS,
+    )
 
 
 def first_query_path(prob: Problem, W) -> np.ndarray:
@@ -217,8 +267,17 @@ def first_query_path(prob: Problem, W) -> np.ndarray:
 # -- the authors' loop, in float32 or float64 -------------------------------------------
 
 
-def authors_loop(prob: Problem, W0, v0, *, steps: int, lr: float, dtype: str = "float32",
-                 eps=AUTHORS_EPS, p: float = 2.0):
+def authors_loop(
+    prob: Problem,
+    W0,
+    v0,
+    *,
+    steps: int,
+    lr: float,
+    dtype: str = "float32",
+    eps=AUTHORS_EPS,
+    p: float = 2.0,
+):
     """Joint normalized steps as the authors' torch code computes them, in numpy: the plain
     softmax Jacobian (diag(s) − s sᵀ) c, whose diagonal s_t (1 − s_t) cancels once
     1 − s_max < machine ε (docs/followups.md §4b), ℓ'(u) = −1/(1 + e^u), and g/(‖g‖_q + ε)
@@ -253,7 +312,7 @@ def authors_loop(prob: Problem, W0, v0, *, steps: int, lr: float, dtype: str = "
             df = -Y / (dt(1) + np.exp(Y * (r @ v))) / n
             h = X @ v
             J = s[:, :, None] * np.eye(s.shape[1], dtype=dt) - s[:, :, None] * s[:, None, :]
-            ga = df[:, None] * np.einsum("ntu,nu->nt", J, h)     # (diag(s) − s sᵀ) h
+            ga = df[:, None] * np.einsum("ntu,nu->nt", J, h)  # (diag(s) − s sᵀ) h
             gW = np.einsum("nt,ntd,ne->de", ga, X, Z)
             W, v = step(W, gW, e_W), step(v, df @ r, e_v)
             Ws.append(W)
@@ -261,8 +320,7 @@ def authors_loop(prob: Problem, W0, v0, *, steps: int, lr: float, dtype: str = "
     return np.array(Ws, np.float64), np.array(vs, np.float64)
 
 
-def balanced_att_svm(prob: Problem, sv: JointSvm, ratio: float | None = None, *,
-                     iters: int = 30):
+def balanced_att_svm(prob: Problem, sv: JointSvm, ratio: float | None = None, *, iters: int = 30):
     """The Att-SVM of W when v and W grow at a fixed norm ratio (each tensor's normalized
     step has the same length, so ‖v_k‖ ≈ ‖W_k‖): with v ≈ R_v v^mm and W ≈ R_W W^b, the
     non-support sequence i's loss weight e^{−m_i R_v} beats a support one's e^{−R_v} by
@@ -325,8 +383,76 @@ def cosine(A, B) -> float:
     return float(A @ B / den) if den > 0 else np.nan
 
 
-def preset_study(name: str, *, p: float = 2.0, dtype: str = "float64",
-                 steps: int | None = None) -> dict:
+def _authors_run(pre, steps: int, every: int, p: float) -> tuple:
+    """`authors_loop` in float32 with the preset's ε, recorded every `every` steps:
+    (W's, v's, steps)."""
+    Ws, vs = authors_loop(
+        pre.prob, pre.W0, pre.v0, steps=steps, lr=pre.lr, dtype="float32", eps=pre.authors_eps, p=p
+    )
+    return Ws[::every], vs[::every], np.arange(0, steps + 1, every)
+
+
+def _paths_and_table(prob, runs: dict, sv) -> tuple[list, list]:
+    """Per run {label: (W's, v's, steps)}: the paths of W z₁ and v (one frame per run and
+    tensor) and a table row with the final directions and their correlations with `sv`."""
+    paths, table = [], []
+    for label, (Ws, vs, st) in runs.items():
+        Wz = first_query_path(prob, Ws)
+        for tensor, P in (("W z₁", Wz), ("v", vs)):
+            paths.append(
+                pd.DataFrame(dict(step=st, run=label, tensor=tensor, x=P[:, 0], y=P[:, 1]))
+            )
+        table.append(
+            dict(
+                run=label,
+                W_z1=f"({_unit(Wz[-1])[0]:.4f}, {_unit(Wz[-1])[1]:.4f})",
+                v=f"({_unit(vs[-1])[0]:.4f}, {_unit(vs[-1])[1]:.4f})",
+                corr_relaxed=cosine(Ws[-1], sv.W),
+                corr_tight=cosine(Ws[-1], sv.W_tight),
+                corr_v=cosine(vs[-1], sv.v),
+                norm_W=float(np.linalg.norm(Ws[-1])),
+                norm_v=float(np.linalg.norm(vs[-1])),
+            )
+        )
+    return paths, table
+
+
+def _svm_rays(prob, sv) -> list[dict]:
+    """The unit directions of the SVMs' W z₁ (relaxed and tight, where solved) and v^mm."""
+    rays = []
+    for svm, W in (("W^relax z₁", sv.W), ("W^tight z₁", sv.W_tight)):
+        if W is not None:
+            u = _unit(first_query_path(prob, W))
+            rays.append(dict(svm=svm, tensor="W z₁", x=u[0], y=u[1]))
+    if sv.v is not None:
+        u = _unit(sv.v)
+        rays.append(dict(svm="v^mm", tensor="v", x=u[0], y=u[1]))
+    return rays
+
+
+def _token_frame(prob, alpha, sv) -> pd.DataFrame:
+    """Every token's 2-D position, label, whether it is selected (α) and a support token."""
+    T = prob.T
+    return pd.DataFrame(
+        [
+            dict(
+                seq=i + 1,
+                token=t,
+                label=int(prob.Y[i]),
+                x=prob.X[i, t, 0],
+                y=prob.X[i, t, 1],
+                selected=bool(t == alpha[i]),
+                support=bool(sv.support[i]),
+            )
+            for i in range(prob.n)
+            for t in range(T)
+        ]
+    )
+
+
+def preset_study(
+    name: str, *, p: float = 2.0, dtype: str = "float64", steps: int | None = None
+) -> dict:
     """A preset trained jointly, as paths and SVM rays (the joint-training page).
 
     Always runs the exact float64 engine (`train(train_v=True)`: ngd, or nmd with this p on
@@ -339,6 +465,7 @@ def preset_study(name: str, *, p: float = 2.0, dtype: str = "float64",
     JointSvm; "run": the engine's Trajectory; "preset": JointPreset}.
     """
     from .training import train
+
     pre = joint_problem(name)
     check_choice("dtype", dtype, ("float64", "float32"))
     p = check_float("p", p, 1.01, 100.0)
@@ -347,58 +474,54 @@ def preset_study(name: str, *, p: float = 2.0, dtype: str = "float64",
     while steps % every:
         every -= 1
     rule = dict(optimizer="nmd", p=p) if pre.optimizer == "nmd" or p != 2.0 else {}
-    tr = train(pre.prob, steps=steps, lr=pre.lr, init=pre.W0, train_v=True, init_v=pre.v0,
-               record_every=every, **rule)
+    tr = train(
+        pre.prob,
+        steps=steps,
+        lr=pre.lr,
+        init=pre.W0,
+        train_v=True,
+        init_v=pre.v0,
+        record_every=every,
+        **rule,
+    )
     lp = p != 2.0
     sv = solve_joint_svm(pre.prob, tr.alpha, "lp" if lp else "fro", p=p if lp else None)
     runs = {"float64, exact (attsvm)": (tr.W, tr.v, tr.steps)}
     if dtype == "float32":
-        Ws, vs = authors_loop(pre.prob, pre.W0, pre.v0, steps=steps, lr=pre.lr,
-                              dtype="float32", eps=pre.authors_eps, p=p)
-        runs["float32, authors' loop"] = (Ws[::every], vs[::every], np.arange(0, steps + 1,
-                                                                             every))
+        runs["float32, authors' loop"] = _authors_run(pre, steps, every, p)
     prob = pre.prob
-    paths, table = [], []
-    for label, (Ws, vs, st) in runs.items():
-        Wz = first_query_path(prob, Ws)
-        for tensor, P in (("W z₁", Wz), ("v", vs)):
-            paths.append(pd.DataFrame(dict(step=st, run=label, tensor=tensor, x=P[:, 0],
-                                           y=P[:, 1])))
-        table.append(dict(run=label, W_z1=f"({_unit(Wz[-1])[0]:.4f}, {_unit(Wz[-1])[1]:.4f})",
-                          v=f"({_unit(vs[-1])[0]:.4f}, {_unit(vs[-1])[1]:.4f})",
-                          corr_relaxed=cosine(Ws[-1], sv.W), corr_tight=cosine(Ws[-1], sv.W_tight),
-                          corr_v=cosine(vs[-1], sv.v), norm_W=float(np.linalg.norm(Ws[-1])),
-                          norm_v=float(np.linalg.norm(vs[-1]))))
-    rays = []
-    for svm, W in (("W^relax z₁", sv.W), ("W^tight z₁", sv.W_tight)):
-        if W is not None:
-            u = _unit(first_query_path(prob, W))
-            rays.append(dict(svm=svm, tensor="W z₁", x=u[0], y=u[1]))
-    if sv.v is not None:
-        u = _unit(sv.v)
-        rays.append(dict(svm="v^mm", tensor="v", x=u[0], y=u[1]))
-    T = prob.T
-    tokens = pd.DataFrame([dict(seq=i + 1, token=t, label=int(prob.Y[i]), x=prob.X[i, t, 0],
-                                y=prob.X[i, t, 1], selected=bool(t == tr.alpha[i]),
-                                support=bool(sv.support[i]))
-                           for i in range(prob.n) for t in range(T)])
-    return {"paths": pd.concat(paths, ignore_index=True), "rays": pd.DataFrame(rays),
-            "tokens": tokens, "table": pd.DataFrame(table), "svm": sv, "run": tr,
-            "preset": pre}
+    paths, table = _paths_and_table(prob, runs, sv)
+    rays = _svm_rays(prob, sv)
+    tokens = _token_frame(prob, tr.alpha, sv)
+    return {
+        "paths": pd.concat(paths, ignore_index=True),
+        "rays": pd.DataFrame(rays),
+        "tokens": tokens,
+        "table": pd.DataFrame(table),
+        "svm": sv,
+        "run": tr,
+        "preset": pre,
+    }
 
 
-FINAL_COLUMNS = {"corr(W, W^relax)": "corr_relaxed", "corr(W, W^tight)": "corr_tight",
-                 "corr(W, W^bal)": "corr_balanced", "corr(v, v^mm)": "corr_v"}
+FINAL_COLUMNS = {
+    "corr(W, W^relax)": "corr_relaxed",
+    "corr(W, W^tight)": "corr_tight",
+    "corr(W, W^bal)": "corr_balanced",
+    "corr(v, v^mm)": "corr_v",
+}
 
 
-def random_study(*, n: int, T: int, d: int, seed: int, runs: int, steps: int,
-                 lr: float = 0.1) -> dict:
+def random_study(
+    *, n: int, T: int, d: int, seed: int, runs: int, steps: int, lr: float = 0.1
+) -> dict:
     """Joint NGD on `runs` random instances (random_problem(n, T, d, seed + i), default init,
     v₀ = the instance's v), and at every record the correlations with the SVMs of its final
     selection: {"curves": step, instance, measure, corr; "final": one row per instance, with
     the last correlations as `FINAL_COLUMNS`}."""
     from .problems import random_problem
     from .training import train_batch
+
     probs = [random_problem(n, T, d, seed=seed + i) for i in range(runs)]
     every = max(1, steps // 50)
     while steps % every:
@@ -409,15 +532,22 @@ def random_study(*, n: int, T: int, d: int, seed: int, runs: int, steps: int,
         sv = solve_joint_svm(prob, tr[i].alpha)
         Wb, rho = balanced_att_svm(prob, sv)
         Ws, vs = tr[i].W, tr[i].v
-        cs = {"corr(W, W^relax)": [cosine(W, sv.W) for W in Ws],
-              "corr(W, W^tight)": [cosine(W, sv.W_tight) for W in Ws],
-              "corr(W, W^bal)": [cosine(W, Wb) for W in Ws],
-              "corr(v, v^mm)": [cosine(v, sv.v) for v in vs]}
+        cs = {
+            "corr(W, W^relax)": [cosine(W, sv.W) for W in Ws],
+            "corr(W, W^tight)": [cosine(W, sv.W_tight) for W in Ws],
+            "corr(W, W^bal)": [cosine(W, Wb) for W in Ws],
+            "corr(v, v^mm)": [cosine(v, sv.v) for v in vs],
+        }
         for measure, c in cs.items():
-            curves.append(pd.DataFrame(dict(step=tr.steps, instance=i, measure=measure,
-                                            corr=c)))
-        final.append(dict(instance=i, seed=seed + i, alpha=" ".join(map(str, tr[i].alpha)),
-                          support=" ".join(str(int(x)) for x in sv.support), rho=rho,
-                          **{FINAL_COLUMNS[k]: v[-1] for k, v in cs.items()}))
-    return {"curves": pd.concat(curves, ignore_index=True), "final": pd.DataFrame(final),
-            "run": tr}
+            curves.append(pd.DataFrame(dict(step=tr.steps, instance=i, measure=measure, corr=c)))
+        final.append(
+            dict(
+                instance=i,
+                seed=seed + i,
+                alpha=" ".join(map(str, tr[i].alpha)),
+                support=" ".join(str(int(x)) for x in sv.support),
+                rho=rho,
+                **{FINAL_COLUMNS[k]: v[-1] for k, v in cs.items()},
+            )
+        )
+    return {"curves": pd.concat(curves, ignore_index=True), "final": pd.DataFrame(final), "run": tr}

@@ -5,6 +5,7 @@ continue from (`Trajectory.final_params`, so continuing is exact) and where it s
 Every chunk is the same compiled program (`CHUNK_RECORDS` records of `every` steps), so
 stepping, playing and running to the end give bit-identical records.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,13 +16,20 @@ from .problems import Problem
 from .training import default_init, train
 from .trajectory import Trajectory
 
-AUTO_RUN_WORK = 1e8   # work units (≈ 0.1 s): cheaper runs may be computed in one go
+AUTO_RUN_WORK = 1e8  # work units (≈ 0.1 s): cheaper runs may be computed in one go
 
 
 def live_work(prob: Problem, tspec: TrainSpec) -> float:
     """The whole run's price in work units (`limits.gd_work`, the one GD cost formula)."""
-    return limits.gd_work(n=prob.n, T=prob.T, d=prob.d, steps=tspec.steps,
-                          queries=prob.queries, param=tspec.param, m=tspec.m_for(prob))
+    return limits.gd_work(
+        n=prob.n,
+        T=prob.T,
+        d=prob.d,
+        steps=tspec.steps,
+        queries=prob.queries,
+        param=tspec.param,
+        m=tspec.m_for(prob),
+    )
 
 
 def live_every(steps: int) -> int:
@@ -35,27 +43,37 @@ def live_every(steps: int) -> int:
 
 def initial_params(prob: Problem, tspec: TrainSpec):
     init = tspec.init_for(prob)
-    if init is None:    # the library's default draw for run index 0 (what train() uses)
+    if init is None:  # the library's default draw for run index 0 (what train() uses)
         init = default_init(prob, tspec.param, seed=tspec.init_seed, m=tspec.m_for(prob))
     return init
 
 
 def new_run(pspec: ProblemSpec, tspec: TrainSpec) -> dict:
     prob = pspec.build()
-    return dict(key=(pspec, tspec), every=live_every(tspec.steps), total=tspec.steps,
-                W=None, probs=None, loss=None, grad_norm=None, steps=None,
-                final=initial_params(prob, tspec), done=False, overflow=-1)
+    return dict(
+        key=(pspec, tspec),
+        every=live_every(tspec.steps),
+        total=tspec.steps,
+        W=None,
+        probs=None,
+        loss=None,
+        grad_norm=None,
+        steps=None,
+        final=initial_params(prob, tspec),
+        done=False,
+        overflow=-1,
+    )
 
 
 def advance(prob: Problem, tspec: TrainSpec, init, records: int, every: int) -> Trajectory:
     """`records`·`every` more GD steps from `init` (None: the spec's initialization)."""
     init = tspec.init_for(prob) if init is None else init
-    return train(prob, steps=records * every, init=init, record_every=every,
-                 **tspec.train_kwargs(prob))
+    return train(
+        prob, steps=records * every, init=init, record_every=every, **tspec.train_kwargs(prob)
+    )
 
 
-def step_run(run: dict, prob: Problem, tspec: TrainSpec, records: int, *,
-             advance=advance) -> dict:
+def step_run(run: dict, prob: Problem, tspec: TrainSpec, records: int, *, advance=advance) -> dict:
     """Advance `run` in place by up to `records` records; returns it. `advance` computes
     one chunk (the app passes a metered version of `attsvm.live.advance`)."""
     if run["done"]:
@@ -70,8 +88,13 @@ def step_run(run: dict, prob: Problem, tspec: TrainSpec, records: int, *,
     # Always the full chunk shape (one compiled program); extra records are dropped.
     traj = advance(prob, tspec, run["final"], CHUNK_RECORDS, every)
     sl = slice(0, k + 1) if run["steps"] is None else slice(1, k + 1)
-    new = dict(W=traj.W[sl], probs=traj.probs[sl], loss=traj.loss[sl],
-               grad_norm=traj.grad_norm[sl], steps=at + traj.steps[sl])
+    new = dict(
+        W=traj.W[sl],
+        probs=traj.probs[sl],
+        loss=traj.loss[sl],
+        grad_norm=traj.grad_norm[sl],
+        steps=at + traj.steps[sl],
+    )
     for name, arr in new.items():
         run[name] = arr if run[name] is None else np.concatenate([run[name], arr])
     if k < CHUNK_RECORDS:
@@ -122,6 +145,11 @@ def copy_run(run: dict) -> dict:
 
 def as_trajectory(run: dict) -> Trajectory:
     """The recorded part of a live run as a `Trajectory` (for saturated_at etc.)."""
-    return Trajectory.from_records(W=run["W"], probs=run["probs"], loss=run["loss"],
-                                   grad_norm=run["grad_norm"], steps=run["steps"],
-                                   overflow_at=run["overflow"])
+    return Trajectory.from_records(
+        W=run["W"],
+        probs=run["probs"],
+        loss=run["loss"],
+        grad_norm=run["grad_norm"],
+        steps=run["steps"],
+        overflow_at=run["overflow"],
+    )

@@ -5,13 +5,14 @@ rank, norm growth.
     margin_it(W) = (x_{iα_i} − x_it)ᵀ W z_i,   normalized: margin_it / ‖W‖_F
     rank_rtol(W) = #{k : σ_k(W) > rtol · σ_1(W)}
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 from .problems import Problem, check_alpha, check_float, optimal_tokens
 
-RANK_RTOL = 1e-4   # relative singular-value threshold of `numerical_rank` (docs/theory.md §4 E3)
+RANK_RTOL = 1e-4  # relative singular-value threshold of `numerical_rank` (docs/theory.md §4 E3)
 
 
 def _matrix(name, A):
@@ -59,8 +60,8 @@ def token_margins(prob: Problem, W, alpha=None, *, normalized: bool = False) -> 
         raise ValueError(f"`W` must be ({prob.d}, {prob.d}); got {W.shape}")
     a = optimal_tokens(prob) if alpha is None else check_alpha(prob, alpha)
     Q, _, mask = prob.query_view()
-    A = a.reshape(prob.n, -1)                                       # (n, K)
-    logits = np.einsum("ntd,...de,nke->...nkt", prob.X, W, Q)      # (..., n, K, T)
+    A = a.reshape(prob.n, -1)  # (n, K)
+    logits = np.einsum("ntd,...de,nke->...nkt", prob.X, W, Q)  # (..., n, K, T)
     sel = np.take_along_axis(logits, np.broadcast_to(A[..., None], logits.shape[:-1] + (1,)), -1)
     m = np.where(prob.token_mask(), sel - logits, np.nan)
     if normalized:

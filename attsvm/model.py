@@ -8,6 +8,7 @@
 With W = K Qᵀ for the (K, Q)-parameterization, whose objective adds the vanishing ridge
 ε (‖K‖_F² + ‖Q‖_F²) (docs/theory.md §A.1). Everything here acts on one problem; `jax.vmap` batches.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -21,22 +22,22 @@ LOSSES = ("logistic", "exponential", "correlation")
 class Data(NamedTuple):
     """Arrays of one (possibly padded) problem, as they cross `jit`."""
 
-    X: jnp.ndarray      # (n, T, d) tokens
-    Q: jnp.ndarray      # (n, K, d) queries z_ik
-    Y: jnp.ndarray      # (n, K) labels
-    mask: jnp.ndarray   # (n, K, T) bool: token t is attendable by query (i, k)
-    w: jnp.ndarray      # (n, K) loss weights: 1/n for real queries, 0 for padding
-    v: jnp.ndarray      # (d,) head vector (linear, quadratic)
-    V: jnp.ndarray      # (d, d) relu head's first layer
-    lam: jnp.ndarray    # () quadratic head's λ
+    X: jnp.ndarray  # (n, T, d) tokens
+    Q: jnp.ndarray  # (n, K, d) queries z_ik
+    Y: jnp.ndarray  # (n, K) labels
+    mask: jnp.ndarray  # (n, K, T) bool: token t is attendable by query (i, k)
+    w: jnp.ndarray  # (n, K) loss weights: 1/n for real queries, 0 for padding
+    v: jnp.ndarray  # (d,) head vector (linear, quadratic)
+    V: jnp.ndarray  # (d, d) relu head's first layer
+    lam: jnp.ndarray  # () quadratic head's λ
     # the span form (`batching.span_basis`): W = W0 + Σ_j e_j V_j over an orthonormal basis
     # V of span{x_it z_ikᵀ}; GD then runs on e and the logits are a0 + Rᵀe
-    R: jnp.ndarray | None = None     # (p, n·K·T) coordinates of the x_it z_ikᵀ in V
-    a0: jnp.ndarray | None = None    # (n, K, T) the logits of W0
+    R: jnp.ndarray | None = None  # (p, n·K·T) coordinates of the x_it z_ikᵀ in V
+    a0: jnp.ndarray | None = None  # (n, K, T) the logits of W0
     # a stack of attention layers (`attsvm.hierarchy`): K = T, Q = X, mask (n, T, T) the
     # keys of query t, w (n, T) 1/n at the query token q of each sequence, 0 elsewhere
-    U: jnp.ndarray | None = None     # (L, H, d, d) value matrices U^{l,h}
-    rho: jnp.ndarray | None = None   # () the residual stream's weight ρ (1 or 0)
+    U: jnp.ndarray | None = None  # (L, H, d, d) value matrices U^{l,h}
+    rho: jnp.ndarray | None = None  # () the residual stream's weight ρ (1 or 0)
 
 
 def logits(W, data: Data):
@@ -45,7 +46,7 @@ def logits(W, data: Data):
     if data.R is None:
         a = jnp.einsum("ntd,de,nke->nkt", data.X, W, data.Q)
     else:
-        assert data.a0 is not None      # set together with R (`batching.span_basis`)
+        assert data.a0 is not None  # set together with R (`batching.span_basis`)
         a = data.a0 + (W @ data.R).reshape(data.a0.shape)
     return jnp.where(data.mask, a, -jnp.inf)
 
@@ -100,8 +101,9 @@ def outputs(W, data: Data, kind: str, *, centred: bool = False):
     """
     if not centred:
         s = attention(W, data)
-        return _head_of_features(jnp.einsum("nkt,ntd->nkd", s, _features(data, kind)), data,
-                                 kind), s
+        return _head_of_features(
+            jnp.einsum("nkt,ntd->nkd", s, _features(data, kind)), data, kind
+        ), s
     f, s, _ = centred_outputs(W, data, kind)
     return f, s
 
@@ -127,7 +129,7 @@ def _attend_parts(a, w, scaled):
     and on masked tokens), Z = Σ_t e^{a_t − a_ρ} and logscale. One exp per entry, as a
     softmax; e is what the backward needs, so it computes no exp of its own."""
     top = _top(a)
-    l = a - jnp.max(a, axis=-1, keepdims=True)                             # ≤ 0, 0 at ρ
+    l = a - jnp.max(a, axis=-1, keepdims=True)  # ≤ 0, 0 at ρ
     tail = jnp.where(top | (w[..., None] <= 0), -jnp.inf, l)
     m = jnp.max(tail)
     logscale = jnp.where(jnp.isfinite(m) & (scaled != 0), jnp.minimum(m, 0.0), 0.0)
@@ -163,15 +165,16 @@ def _attend_fwd(a, X, w, scaled):
 def _attend_bwd(res, cts):
     s, top, e, Z, X, w, scaled, logscale = res
     gs, gr, _ = cts
-    x_rho = jnp.sum(jnp.where(top[..., None], X[:, None], 0.0), axis=2)    # (n, K, d), exact
+    x_rho = jnp.sum(jnp.where(top[..., None], X[:, None], 0.0), axis=2)  # (n, K, d), exact
     gs_rho = jnp.sum(jnp.where(top, gs, 0.0), axis=-1, keepdims=True)
-    c = (jnp.einsum("nkd,nktd->nkt", gr, X[:, None] - x_rho[:, :, None])  # exactly 0 at ρ
-         + (gs - gs_rho))
-    u = e / Z                                                               # s_t e^{−logscale}
-    sig = jnp.sum(u * c, axis=-1, keepdims=True)                            # ⟨s, c'⟩ e^{−ls}
+    c = (
+        jnp.einsum("nkd,nktd->nkt", gr, X[:, None] - x_rho[:, :, None])  # exactly 0 at ρ
+        + (gs - gs_rho)
+    )
+    u = e / Z  # s_t e^{−logscale}
+    sig = jnp.sum(u * c, axis=-1, keepdims=True)  # ⟨s, c'⟩ e^{−ls}
     ga = jnp.where(top, -s * sig, u * (c - jnp.exp(logscale) * sig))
-    return (ga, jnp.einsum("nkt,nkd->ntd", s, gr), jnp.zeros_like(w),
-            jnp.zeros_like(scaled))
+    return (ga, jnp.einsum("nkt,nkd->ntd", s, gr), jnp.zeros_like(w), jnp.zeros_like(scaled))
 
 
 _attend_centred.defvjp(_attend_fwd, _attend_bwd)
@@ -180,7 +183,7 @@ _attend_centred.defvjp(_attend_fwd, _attend_bwd)
 def loss_fn(u, kind: str):
     """ℓ(u), computed stably."""
     if kind == "logistic":
-        return jnp.logaddexp(0.0, -u)          # log(1 + e^{-u})
+        return jnp.logaddexp(0.0, -u)  # log(1 + e^{-u})
     if kind == "exponential":
         return jnp.exp(-u)
     if kind == "correlation":
@@ -194,8 +197,17 @@ def risk(W, data: Data, head_kind: str, loss_kind: str):
     return jnp.sum(data.w * loss_fn(data.Y * f, loss_kind))
 
 
-def objective_and_records(params, data: Data, ridge, *, param: str, head_kind: str,
-                          loss_kind: str, centred: bool = False, scaled=False):
+def objective_and_records(
+    params,
+    data: Data,
+    ridge,
+    *,
+    param: str,
+    head_kind: str,
+    loss_kind: str,
+    centred: bool = False,
+    scaled=False,
+):
     """What GD minimizes, with what it records: (objective, (L, s, W, logscale)).
 
     objective = L(W) for "W"; L(K Qᵀ) + ridge (‖K‖² + ‖Q‖²) for "KQ" (the GD engine
@@ -226,11 +238,13 @@ def joint_objective(params, *, objective, data: Data):
     return objective(inner, data=data._replace(v=v))
 
 
-def objective(params, data: Data, ridge, *, param: str, head_kind: str, loss_kind: str,
-              centred: bool = False):
+def objective(
+    params, data: Data, ridge, *, param: str, head_kind: str, loss_kind: str, centred: bool = False
+):
     """What GD minimizes: L(W) for "W"; L(K Qᵀ) + ridge (‖K‖² + ‖Q‖²) for "KQ"."""
-    return objective_and_records(params, data, ridge, param=param, head_kind=head_kind,
-                                 loss_kind=loss_kind, centred=centred)[0]
+    return objective_and_records(
+        params, data, ridge, param=param, head_kind=head_kind, loss_kind=loss_kind, centred=centred
+    )[0]
 
 
 def as_W(params, param: str):

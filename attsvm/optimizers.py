@@ -41,6 +41,7 @@ s_t (c_t − ⟨s, c⟩) elsewhere, each accurate to rounding however small, for
 plain form loses the selected token's term once 1 − s_ρ < 2⁻⁵³ (logit gaps ≳ 37) and the
 gradient direction is then wrong (not zero) until the other weights underflow (gaps ≳ 745).
 """
+
 from __future__ import annotations
 
 import math
@@ -56,7 +57,7 @@ from .problems import Problem, check_choice, token_scores
 OPTIMIZERS = ("gd", "ngd", "polyak", "md", "nmd", "sign", "spectral")
 KQ_OPTIMIZERS = ("gd", "ngd", "polyak", "sign")
 PARAMS = ("W", "KQ")
-NORM_EPS = 2.0 ** -52            # the authors' ε of the normalized step
+NORM_EPS = 2.0**-52  # the authors' ε of the normalized step
 # The gradient every run uses unless told otherwise (the one definition of the defaults):
 # exact, centred gradients and, for the linear head, the exact normalizer (docs/followups.md
 # §4b). Nonlinear heads keep the authors' ε: their W(k) has a finite part W^fin, and an exact
@@ -67,9 +68,9 @@ NORM_EPS = 2.0 ** -52            # the authors' ε of the normalized step
 DEFAULT_EPS = {"linear": 0.0, "relu": NORM_EPS, "quadratic": NORM_EPS}
 DEFAULT_CENTRED = True
 AUTHORS_GRADIENT = {"centred": False, "eps": NORM_EPS}
-MIN_P, MAX_P = 1.01, 100.0       # MD exponents: p → 1 raises |U| to 1/(p − 1) (overflow)
+MIN_P, MAX_P = 1.01, 100.0  # MD exponents: p → 1 raises |U| to 1/(p − 1) (overflow)
 RIDGE_EPS = float(np.finfo(np.float64).eps)
-TINY = float(np.finfo(np.float64).tiny)   # 2.2e-308: below it a norm counts as 0 (no step)
+TINY = float(np.finfo(np.float64).tiny)  # 2.2e-308: below it a norm counts as 0 (no step)
 
 
 class Hyper(NamedTuple):
@@ -94,8 +95,8 @@ class OptState(NamedTuple):
 
 
 class Optimizer(NamedTuple):
-    init: Callable      # params -> OptState
-    update: Callable    # (grads, state, params, hyper) -> (new_params, new_state)
+    init: Callable  # params -> OptState
+    update: Callable  # (grads, state, params, hyper) -> (new_params, new_state)
 
 
 _tmap = jax.tree_util.tree_map
@@ -110,7 +111,7 @@ def _norm(a, q=2.0):
     ok = m > TINY
     safe = jnp.where(ok, m, 1.0)
     u = a / safe
-    if isinstance(q, (int, float)) and q == 2.0:     # no general pow on the hot path
+    if isinstance(q, (int, float)) and q == 2.0:  # no general pow on the hot path
         return jnp.where(ok, m * jnp.sqrt(jnp.sum(u * u)), 0.0)
     return jnp.where(ok, m * jnp.sum(jnp.abs(u) ** q) ** (1.0 / q), 0.0)
 
@@ -143,7 +144,7 @@ def inverse_mirror_map(U, p):
 def orthogonalize(G):
     """U_r V_rᵀ from the SVD of G (d, m), over singular values > σ_max·max(d, m)·2⁻⁵²."""
     U, s, Vt = jnp.linalg.svd(G, full_matrices=False)
-    keep = s > s[0] * max(G.shape) * 2.0 ** -52
+    keep = s > s[0] * max(G.shape) * 2.0**-52
     return (U * keep[None, :].astype(G.dtype)) @ Vt
 
 
@@ -171,19 +172,18 @@ def make_optimizer(name: str) -> Optimizer:
             ok = gn > TINY
             gs = jnp.where(ok, gn, 1.0)
             gap = jnp.maximum(hyper.gap, 0.0)
-            length = jnp.where(ok, jnp.minimum(jnp.minimum(lr * gap / gs, hyper.cap * gs),
-                                               hyper.max_step), 0.0)
+            length = jnp.where(
+                ok, jnp.minimum(jnp.minimum(lr * gap / gs, hyper.cap * gs), hyper.max_step), 0.0
+            )
             new = _tmap(lambda w, g: w - length * jnp.where(ok, g / gs, 0.0), params, grads)
         elif name in ("md", "nmd"):
             p = hyper.p
             q = p / (p - 1.0)
-            U0 = _tmap(lambda w, u: jnp.where(state.count == 0, mirror_map(w, p), u),
-                       params, dual)
+            U0 = _tmap(lambda w, u: jnp.where(state.count == 0, mirror_map(w, p), u), params, dual)
             if name == "md":
                 dual = _tmap(lambda u, g: u - lr * g, U0, grads)
             else:
-                dual = _tmap(lambda u, g: u - lr * _safe_div(g, _norm(g, q) + hyper.eps),
-                             U0, grads)
+                dual = _tmap(lambda u, g: u - lr * _safe_div(g, _norm(g, q) + hyper.eps), U0, grads)
             new = _tmap(lambda u: inverse_mirror_map(u, p), dual)
         elif name == "sign":
             new = _tmap(lambda w, g: w - lr * jnp.sign(g), params, grads)
@@ -206,12 +206,12 @@ def centred_risk(W, data: Data, head_kind: str, loss_kind: str):
     return jnp.sum(data.w * model.loss_fn(data.Y * f, loss_kind))
 
 
-def centred_objective(params, data: Data, ridge, *, param: str, head_kind: str,
-                      loss_kind: str):
+def centred_objective(params, data: Data, ridge, *, param: str, head_kind: str, loss_kind: str):
     """`model.objective` with the centred representation: its autodiff gradient is the
     cancellation-free one."""
-    return model.objective(params, data, ridge, param=param, head_kind=head_kind,
-                           loss_kind=loss_kind, centred=True)
+    return model.objective(
+        params, data, ridge, param=param, head_kind=head_kind, loss_kind=loss_kind, centred=True
+    )
 
 
 def loss_gap(W, data: Data, loss_kind: str):
@@ -224,12 +224,12 @@ def loss_gap(W, data: Data, loss_kind: str):
     the best token (a γ* computed elsewhere can differ by an ulp, ~1e-17, which would swamp a
     gap of 1e-300).
     """
-    s = jax.nn.softmax(model.logits(W, data), axis=-1)          # (n, K, T)
+    s = jax.nn.softmax(model.logits(W, data), axis=-1)  # (n, K, T)
     g = data.Y[:, :, None] * jnp.einsum("ntd,d->nt", data.X, data.v)[:, None, :]
-    g = jnp.where(data.mask, g, -jnp.inf)                       # (n, K, T)
-    gamma_star = jnp.max(g, axis=-1)                            # (n, K)
+    g = jnp.where(data.mask, g, -jnp.inf)  # (n, K, T)
+    gamma_star = jnp.max(g, axis=-1)  # (n, K)
     gap_t = jnp.where(data.mask, gamma_star[:, :, None] - g, 0.0)
-    delta = jnp.sum(s * gap_t, axis=-1)                         # (n, K)
+    delta = jnp.sum(s * gap_t, axis=-1)  # (n, K)
     if loss_kind == "logistic":
         per = jnp.log1p(jnp.expm1(delta) * jax.nn.sigmoid(-gamma_star))
     elif loss_kind == "exponential":
@@ -245,12 +245,16 @@ def problem_data(prob: Problem) -> Data:
     Qv, Yl, mask = prob.query_view()
     n = prob.n
     K = Qv.shape[1]
-    return Data(X=jnp.asarray(prob.X), Q=jnp.asarray(Qv), Y=jnp.asarray(Yl),
-                mask=jnp.asarray(prob.token_mask()),
-                w=jnp.full((n, K), 1.0 / n),
-                v=jnp.asarray(prob.v if prob.v is not None else np.zeros(prob.d)),
-                V=jnp.asarray(prob.V if prob.V is not None else np.zeros((prob.d, prob.d))),
-                lam=jnp.asarray(prob.lam))
+    return Data(
+        X=jnp.asarray(prob.X),
+        Q=jnp.asarray(Qv),
+        Y=jnp.asarray(Yl),
+        mask=jnp.asarray(prob.token_mask()),
+        w=jnp.full((n, K), 1.0 / n),
+        v=jnp.asarray(prob.v if prob.v is not None else np.zeros(prob.d)),
+        V=jnp.asarray(prob.V if prob.V is not None else np.zeros((prob.d, prob.d))),
+        lam=jnp.asarray(prob.lam),
+    )
 
 
 def loss_infimum(prob: Problem, loss: str = "logistic", *, check_feasible: bool = True) -> float:
@@ -267,13 +271,17 @@ def loss_infimum(prob: Problem, loss: str = "logistic", *, check_feasible: bool 
         raise ValueError(f"`prob` must be an attsvm.Problem; got {type(prob).__name__}")
     check_choice("loss", loss, model.LOSSES)
     if prob.head != "linear":
-        raise ValueError(f"`prob` must have the linear head for a closed-form L*; "
-                         f"got head={prob.head!r}")
+        raise ValueError(
+            f"`prob` must have the linear head for a closed-form L*; got head={prob.head!r}"
+        )
     if check_feasible:
         from .svm import solve_att_svm
+
         if not solve_att_svm(prob).feasible:
-            raise ValueError("`prob` must have a feasible Att-SVM at its optimal tokens for "
-                             "(1/n) Σ ℓ(γ*) to be the infimum; got an infeasible one")
+            raise ValueError(
+                "`prob` must have a feasible Att-SVM at its optimal tokens for "
+                "(1/n) Σ ℓ(γ*) to be the infimum; got an infeasible one"
+            )
     g = token_scores(prob)
     best = g.max(axis=-1)
     u = jnp.asarray(best)

@@ -21,6 +21,7 @@ Sequences of different lengths (sentences, `attsvm.text`) share one padded X: ``
 problem is read (:meth:`Problem.token_mask`): it gets softmax weight exactly 0, score −inf,
 no SVM constraint and no margin.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -138,6 +139,29 @@ class Problem:
     lengths: np.ndarray | None = None
     name: str = field(default="", compare=False)
 
+    def _check_head(self, d: int):
+        """The head's parameters, checked against the head and the dimension d: (v, V)."""
+        v = self.v
+        if self.head in ("linear", "quadratic"):
+            if v is None:
+                raise _err("v", f"a (d,) array for the {self.head} head", None)
+        if v is not None:
+            v = _as_float_array("v", v, 1)
+            if v.shape != (d,):
+                raise _err("v", f"of shape {(d,)}", f"shape {v.shape}")
+            if self.head != "relu" and not np.any(v):
+                raise _err("v", "a non-zero vector", "the zero vector")
+        V = self.V
+        if self.head == "relu":
+            if V is None:
+                raise _err("V", "a (d, d) array for the relu head", None)
+            V = _as_float_array("V", V, 2)
+            if V.shape != (d, d):
+                raise _err("V", f"of shape {(d, d)}", f"shape {V.shape}")
+        elif V is not None:
+            V = _as_float_array("V", V, 2)
+        return v, V
+
     def __post_init__(self):
         check_choice("head", self.head, HEADS)
         check_choice("queries", self.queries, QUERY_MODES)
@@ -160,25 +184,7 @@ class Problem:
                 raise _err("Z", f"of shape {want}", f"shape {Z.shape}")
         qi = check_int("query_index", self.query_index, 0, T - 1)
         lengths = _check_lengths(self.lengths, n, T, seq, qi if Z is None else None)
-        v = self.v
-        if self.head in ("linear", "quadratic"):
-            if v is None:
-                raise _err("v", f"a (d,) array for the {self.head} head", None)
-        if v is not None:
-            v = _as_float_array("v", v, 1)
-            if v.shape != (d,):
-                raise _err("v", f"of shape {(d,)}", f"shape {v.shape}")
-            if self.head != "relu" and not np.any(v):
-                raise _err("v", "a non-zero vector", "the zero vector")
-        V = self.V
-        if self.head == "relu":
-            if V is None:
-                raise _err("V", "a (d, d) array for the relu head", None)
-            V = _as_float_array("V", V, 2)
-            if V.shape != (d, d):
-                raise _err("V", f"of shape {(d, d)}", f"shape {V.shape}")
-        elif V is not None:
-            V = _as_float_array("V", V, 2)
+        v, V = self._check_head(d)
         lam = check_float("lam", self.lam, 0.0, 1e6)
         object.__setattr__(self, "X", X)
         object.__setattr__(self, "Y", Y)
@@ -191,9 +197,10 @@ class Problem:
         # Zero queries make every logit 0 whatever W is: no SVM, no selection.
         Q, _, _ = self.query_view()
         if np.any(np.linalg.norm(Q, axis=-1) == 0):
-            if Z is None:        # self-attention: the queries are tokens of X
-                raise _err("X", "free of zero query tokens under self-attention",
-                           "a zero query token")
+            if Z is None:  # self-attention: the queries are tokens of X
+                raise _err(
+                    "X", "free of zero query tokens under self-attention", "a zero query token"
+                )
             raise _err("Z", "free of zero query vectors", "a zero query")
         for a in (X, Y, Z, v, V, lengths):
             if a is not None:
@@ -259,16 +266,31 @@ class Problem:
 
     def with_(self, **changes) -> "Problem":
         """A copy with some fields replaced (validated again)."""
-        kw = {f: getattr(self, f) for f in
-              ("X", "Y", "Z", "v", "head", "V", "lam", "query_index", "queries", "lengths",
-               "name")}
+        kw = {
+            f: getattr(self, f)
+            for f in (
+                "X",
+                "Y",
+                "Z",
+                "v",
+                "head",
+                "V",
+                "lam",
+                "query_index",
+                "queries",
+                "lengths",
+                "name",
+            )
+        }
         kw.update(changes)
         return Problem(**kw)
 
     def __repr__(self):
-        return (f"Problem(n={self.n}, T={self.T}, d={self.d}, attention={self.attention!r}, "
-                f"head={self.head!r}, queries={self.queries!r}"
-                f"{', name=' + repr(self.name) if self.name else ''})")
+        return (
+            f"Problem(n={self.n}, T={self.T}, d={self.d}, attention={self.attention!r}, "
+            f"head={self.head!r}, queries={self.queries!r}"
+            f"{', name=' + repr(self.name) if self.name else ''})"
+        )
 
 
 def _check_lengths(lengths, n: int, T: int, seq: bool, query_index: int | None):
@@ -282,16 +304,24 @@ def _check_lengths(lengths, n: int, T: int, seq: bool, query_index: int | None):
         a = np.array(lengths, copy=True)
     except (TypeError, ValueError) as exc:
         raise _err("lengths", "an integer array", type(lengths).__name__) from exc
-    if a.shape != (n,) or not (np.issubdtype(a.dtype, np.integer)
-                               or (np.issubdtype(a.dtype, np.floating)
-                                   and np.all(np.isfinite(a)) and np.all(a == np.round(a)))):
+    if a.shape != (n,) or not (
+        np.issubdtype(a.dtype, np.integer)
+        or (
+            np.issubdtype(a.dtype, np.floating)
+            and np.all(np.isfinite(a))
+            and np.all(a == np.round(a))
+        )
+    ):
         raise _err("lengths", f"an integer array of shape {(n,)}", a.tolist())
     a = a.astype(np.int64)
     if np.any(a < 1) or np.any(a > T):
         raise _err("lengths", f"token counts in [1, {T}]", a.tolist())
     if query_index is not None and np.any(a <= query_index):
-        raise _err("lengths", f"above query_index={query_index} under self-attention "
-                   "(the query token must be real)", a.tolist())
+        raise _err(
+            "lengths",
+            f"above query_index={query_index} under self-attention (the query token must be real)",
+            a.tolist(),
+        )
     return a
 
 
@@ -311,8 +341,8 @@ def token_scores(prob: Problem) -> np.ndarray:
     Tokens a query may not attend to (causal mask, padding) get -inf.
     """
     _, Ylab, _ = prob.query_view()
-    h = head_values(prob, prob.X)                    # (n, T)
-    g = Ylab[:, :, None] * h[:, None, :]             # (n, K, T)
+    h = head_values(prob, prob.X)  # (n, T)
+    g = Ylab[:, :, None] * h[:, None, :]  # (n, K, T)
     g = np.where(prob.token_mask(), g, -np.inf)
     return g[:, 0, :] if prob.queries == "single" else g
 
@@ -336,7 +366,8 @@ def optimal_tokens(prob: Problem, *, tie_tol: float = TIE_TOL) -> np.ndarray:
         raise ValueError(
             f"`prob` must have a unique optimal token per sequence; got a tie in sequence "
             f"{int(i[0])}{'' if G.shape[1] == 1 else f' (query {int(i[1])})'} "
-            f"(score {float(top[tuple(i)]):.6g})")
+            f"(score {float(top[tuple(i)]):.6g})"
+        )
     return opt[:, 0] if g.ndim == 2 else opt
 
 
@@ -379,9 +410,18 @@ def _unit_rows(a: np.ndarray) -> np.ndarray:
     return a / np.sqrt(np.add.reduce(a * a, axis=-1, keepdims=True))
 
 
-def random_problem(n: int = 6, T: int = 8, d: int = 10, seed: int = 0, attention: str = "cross",
-                   *, head: str = "linear", queries: str = "single", lam: float = 0.5,
-                   query_index: int = 0) -> Problem:
+def random_problem(
+    n: int = 6,
+    T: int = 8,
+    d: int = 10,
+    seed: int = 0,
+    attention: str = "cross",
+    *,
+    head: str = "linear",
+    queries: str = "single",
+    lam: float = 0.5,
+    query_index: int = 0,
+) -> Problem:
     """The paper's random instance (docs/theory.md §4): unit-norm Gaussian tokens and queries,
     unit Gaussian v, labels ±1 with probability ½; for the relu head V ~ N(0,1)/‖V‖_F.
 
@@ -399,18 +439,26 @@ def random_problem(n: int = 6, T: int = 8, d: int = 10, seed: int = 0, attention
     return _random(n, T, d, seed, attention, head, queries, lam, query_index)
 
 
-def random_candidate(n: int, T: int, d: int, seed: int, *, head: str = "linear",
-                     queries: str = "single") -> Problem | None:
+def random_candidate(
+    n: int, T: int, d: int, seed: int, *, head: str = "linear", queries: str = "single"
+) -> Problem | None:
     """`random_problem(n, T, d, seed, head=head, queries=queries)`, or None when all its
     labels are +1, found before the rest is drawn (multi-token skips those seeds)."""
-    return _random(check_int("n", n, 1, MAX_N), check_int("T", T, 1, MAX_T),
-                   check_int("d", d, 1, MAX_D), check_int("seed", seed, 0, 2**63 - 1),
-                   "cross", check_choice("head", head, HEADS),
-                   check_choice("queries", queries, QUERY_MODES), 0.0, 0, skip_all_plus=True)
+    return _random(
+        check_int("n", n, 1, MAX_N),
+        check_int("T", T, 1, MAX_T),
+        check_int("d", d, 1, MAX_D),
+        check_int("seed", seed, 0, 2**63 - 1),
+        "cross",
+        check_choice("head", head, HEADS),
+        check_choice("queries", queries, QUERY_MODES),
+        0.0,
+        0,
+        skip_all_plus=True,
+    )
 
 
-def _random(n, T, d, seed, attention, head, queries, lam, query_index, *,
-            skip_all_plus=False):
+def _random(n, T, d, seed, attention, head, queries, lam, query_index, *, skip_all_plus=False):
     """`random_problem` on checked arguments; None if `skip_all_plus` and every label is +1.
     v, X and Z come from one call of the generator (each standard normal takes its own raw
     draws, so one call gives the same numbers as three in that order) and are normalized in
@@ -425,14 +473,23 @@ def _random(n, T, d, seed, attention, head, queries, lam, query_index, *,
     if skip_all_plus and y.all():
         return None
     u = _unit_rows(g.reshape(-1, d))
-    v, X, Z = u[0], u[1:1 + n * T].reshape(n, T, d), u[1 + n * T:].reshape(zshape)
+    v, X, Z = u[0], u[1 : 1 + n * T].reshape(n, T, d), u[1 + n * T :].reshape(zshape)
     V = None
     if head == "relu":
         V = rng.standard_normal((d, d))
         V = V / np.linalg.norm(V)
-    return Problem._trusted(X=X, Y=2.0 * y - 1.0, Z=Z if attention == "cross" else None, v=v,
-                            head=head, V=V, lam=lam, query_index=query_index, queries=queries,
-                            name=f"random(n={n}, T={T}, d={d}, seed={seed})")
+    return Problem._trusted(
+        X=X,
+        Y=2.0 * y - 1.0,
+        Z=Z if attention == "cross" else None,
+        v=v,
+        head=head,
+        V=V,
+        lam=lam,
+        query_index=query_index,
+        queries=queries,
+        name=f"random(n={n}, T={T}, d={d}, seed={seed})",
+    )
 
 
 # -- the paper's 2-D instances ------------------------------------------------------------
@@ -441,18 +498,28 @@ def _random(n, T, d, seed, attention, head, queries, lam, query_index, *,
 _GEOMETRY_1 = dict(
     v=[0.9273199241674113, 0.3742696330750689],
     Z=[[0.8450113572927492, 0.534748357684496], [-0.6362639921473734, -0.7714714073098802]],
-    X=[[[-0.9814968225287956, 0.18639519860562645], [-1.135571789411165, -0.04983907036067158],
-        [-1.4568305452039167, 0.11450517072545668]],
-       [[0.6917174272505835, -0.1689158395961365], [0.7323128473656898, -0.017475053725108908],
-        [0.9413471267801126, -0.2896907793505028]]],
+    X=[
+        [
+            [-0.9814968225287956, 0.18639519860562645],
+            [-1.135571789411165, -0.04983907036067158],
+            [-1.4568305452039167, 0.11450517072545668],
+        ],
+        [
+            [0.6917174272505835, -0.1689158395961365],
+            [0.7323128473656898, -0.017475053725108908],
+            [0.9413471267801126, -0.2896907793505028],
+        ],
+    ],
 )
 # geometry-2: visualization2.ipynb (seed 3). The notebook's draw order could not be
 # recovered, so these are the values printed in docs/theory.md §4 E1' (4 decimals).
 _GEOMETRY_2 = dict(
     v=[0.9771, 0.2127],
     Z=[[-0.5391, -0.8422], [0.9526, 0.3044]],
-    X=[[[1.0, 0.5], [-0.1897, -0.7984], [-0.7977, 0.3056], [-0.6198, -0.0168], [-1.1724, 0.2468]],
-       [[1.0, -0.5], [-0.7574, 0.1026], [-0.8308, 0.6764], [-0.8132, 0.0067], [-0.6132, -0.0546]]],
+    X=[
+        [[1.0, 0.5], [-0.1897, -0.7984], [-0.7977, 0.3056], [-0.6198, -0.0168], [-1.1724, 0.2468]],
+        [[1.0, -0.5], [-0.7574, 0.1026], [-0.8308, 0.6764], [-0.8132, 0.0067], [-0.6132, -0.0546]],
+    ],
 )
 PRESETS = {
     "geometry-1": (_GEOMETRY_1, "Paper Figure 1 (early versions): n=2, T=3, d=2, seed 1"),
@@ -465,5 +532,6 @@ def paper_problem(name: str) -> Problem:
     check_choice("name", name, tuple(PRESETS))
     data, _ = PRESETS[name]
     X = np.array(data["X"])
-    return Problem(X=X, Y=np.ones(X.shape[0]), Z=np.array(data["Z"]), v=np.array(data["v"]),
-                   name=name)
+    return Problem(
+        X=X, Y=np.ones(X.shape[0]), Z=np.array(data["Z"]), v=np.array(data["v"]), name=name
+    )

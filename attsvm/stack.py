@@ -7,6 +7,7 @@ blocks per core for large batches). Each head W^{l,h} (or each factor K^{l,h}, Q
 its own leaf of the update rule, so normalized GD moves each head by its own gradient over
 that gradient's Frobenius norm, as the factors of K Qᵀ are moved today (docs/theory.md §A.1).
 """
+
 from __future__ import annotations
 
 import math
@@ -20,7 +21,7 @@ from .problems import Problem, check_choice, check_float, check_int, check_recor
 from .training import MAX_STEPS, PARAMS, _run, ridge_of
 
 MAX_LAYERS, MAX_HEADS = 6, 8
-STACK_OPTIMIZERS = tuple(o for o in OPTIMIZERS if o != "polyak")   # L* of a stack: unknown
+STACK_OPTIMIZERS = tuple(o for o in OPTIMIZERS if o != "polyak")  # L* of a stack: unknown
 STACK_KQ_OPTIMIZERS = tuple(o for o in KQ_OPTIMIZERS if o != "polyak")
 PER_RUN = ("W", "attention", "loss", "grad_norm", "final", "overflow_at")
 
@@ -68,8 +69,11 @@ class StackRun:
                 return tuple(x[b] for x in a)
             return a[b]
 
-        return replace(self, batched=not isinstance(b, (int, np.integer)),
-                       **{k: take(getattr(self, k)) for k in PER_RUN})
+        return replace(
+            self,
+            batched=not isinstance(b, (int, np.integer)),
+            **{k: take(getattr(self, k)) for k in PER_RUN},
+        )
 
     @property
     def final_params(self):
@@ -97,8 +101,16 @@ def random_values(layers: int, heads: int, d: int, seed: int = 0) -> np.ndarray:
     return Q * np.sign(np.diagonal(R, axis1=-2, axis2=-1))[..., None, :] / heads
 
 
-def stack_init(prob: Problem, layers: int, heads: int, *, param: str = "W",
-               m: int | None = None, seed: int = 0, index: int = 0):
+def stack_init(
+    prob: Problem,
+    layers: int,
+    heads: int,
+    *,
+    param: str = "W",
+    m: int | None = None,
+    seed: int = 0,
+    index: int = 0,
+):
     """The default initialization of every head: entries U(−1/√d, 1/√d), as
     `training.default_init` (PyTorch's `nn.Linear`), drawn by `default_rng([seed, index])`
     in one call, layer-major: W (L, H, d, d), or K then Q (L, H, d, m). With one layer and
@@ -120,14 +132,20 @@ def _check_probs(prob) -> tuple[list, bool]:
     p0 = probs[0]
     for p in probs:
         if p.attention != "self" or p.queries != "single":
-            raise ValueError("`prob` must be a self-attention problem with one query token "
-                             f"(Z=None, queries='single'); got {p!r}")
+            raise ValueError(
+                "`prob` must be a self-attention problem with one query token "
+                f"(Z=None, queries='single'); got {p!r}"
+            )
         if p.head != "linear" or p.lengths is not None:
-            raise ValueError("`prob` must have the linear head and no padded lengths; got "
-                             f"head={p.head!r}, lengths={'set' if p.lengths is not None else None}")
+            raise ValueError(
+                "`prob` must have the linear head and no padded lengths; got "
+                f"head={p.head!r}, lengths={'set' if p.lengths is not None else None}"
+            )
         if (p.shape, p.query_index) != (p0.shape, p0.query_index):
-            raise ValueError("`prob` must share shape and query_index across the batch; got "
-                             f"{p0.shape}/{p0.query_index} and {p.shape}/{p.query_index}")
+            raise ValueError(
+                "`prob` must share shape and query_index across the batch; got "
+                f"{p0.shape}/{p0.query_index} and {p.shape}/{p.query_index}"
+            )
     return probs, batched
 
 
@@ -146,12 +164,12 @@ def _as_array(name: str, a, shape) -> np.ndarray:
 def _check_inits(init, B: int, batched: bool, *, param, L, H, d, m, probs, seed):
     shape = (L, H, d, d) if param == "W" else (L, H, d, m)
     if init is None:
-        return [stack_init(p, L, H, param=param, m=m, seed=seed, index=b)
-                for b, p in enumerate(probs)]
+        return [
+            stack_init(p, L, H, param=param, m=m, seed=seed, index=b) for b, p in enumerate(probs)
+        ]
     inits = list(init) if batched else [init]
     if len(inits) != B:
-        raise ValueError(f"`init` must hold {B} initializations, one per problem; "
-                         f"got {len(inits)}")
+        raise ValueError(f"`init` must hold {B} initializations, one per problem; got {len(inits)}")
     out = []
     for b, a in enumerate(inits):
         name = f"init[{b}]" if batched else "init"
@@ -164,9 +182,49 @@ def _check_inits(init, B: int, batched: bool, *, param, L, H, d, m, probs, seed)
     return out
 
 
-def check_stack_settings(prob: Problem, *, layers, heads, steps, lr, record_every, runs=1,
-                         param="W", m=None, loss="logistic", optimizer=None, normalized=True,
-                         p=None, eps=None, centred=None, ridge=None) -> dict:
+def _check_record_floats(prob: Problem, layers, heads, steps, record_every, runs) -> None:
+    """Refuse a stack's recorded history over `limits.MAX_RECORD_FLOATS` numbers, naming the
+    `record_every` that fits."""
+    total = limits.stack_record_floats(
+        n=prob.n,
+        T=prob.T,
+        d=prob.d,
+        layers=layers,
+        heads=heads,
+        steps=steps,
+        record_every=record_every,
+        runs=runs,
+    )
+    if total > limits.MAX_RECORD_FLOATS:
+        k = steps // record_every + 1
+        per = total // (runs * k)
+        most = max(1, limits.MAX_RECORD_FLOATS // (runs * per) - 1)
+        raise ValueError(
+            f"`record_every` must keep the recorded history under "
+            f"{limits.MAX_RECORD_FLOATS:,} numbers; got {record_every}. Record "
+            f"every {math.ceil(steps / most)} steps or fewer runs."
+        )
+
+
+def check_stack_settings(
+    prob: Problem,
+    *,
+    layers,
+    heads,
+    steps,
+    lr,
+    record_every,
+    runs=1,
+    param="W",
+    m=None,
+    loss="logistic",
+    optimizer=None,
+    normalized=True,
+    p=None,
+    eps=None,
+    centred=None,
+    ridge=None,
+) -> dict:
     """The checked settings of `train_stack` (ValueError naming the bad one)."""
     layers = check_int("layers", layers, 1, MAX_LAYERS)
     heads = check_int("heads", heads, 1, MAX_HEADS)
@@ -178,8 +236,7 @@ def check_stack_settings(prob: Problem, *, layers, heads, steps, lr, record_ever
     if not isinstance(normalized, (bool, np.bool_)):
         raise ValueError(f"`normalized` must be True or False; got {normalized!r}")
     optimizer = ("ngd" if normalized else "gd") if optimizer is None else optimizer
-    check_choice("optimizer", optimizer,
-                 STACK_OPTIMIZERS if param == "W" else STACK_KQ_OPTIMIZERS)
+    check_choice("optimizer", optimizer, STACK_OPTIMIZERS if param == "W" else STACK_KQ_OPTIMIZERS)
     if optimizer in ("md", "nmd"):
         p = check_float("p", 2.0 if p is None else p, MIN_P, MAX_P)
     elif p is not None:
@@ -189,27 +246,48 @@ def check_stack_settings(prob: Problem, *, layers, heads, steps, lr, record_ever
     if not isinstance(centred, (bool, np.bool_)):
         raise ValueError(f"`centred` must be True or False; got {centred!r}")
     m = prob.d if m is None else check_int("m", m, 1, prob.d)
-    total = limits.stack_record_floats(n=prob.n, T=prob.T, d=prob.d, layers=layers,
-                                       heads=heads, steps=steps, record_every=record_every,
-                                       runs=runs)
-    if total > limits.MAX_RECORD_FLOATS:
-        k = steps // record_every + 1
-        per = total // (runs * k)
-        most = max(1, limits.MAX_RECORD_FLOATS // (runs * per) - 1)
-        raise ValueError(f"`record_every` must keep the recorded history under "
-                         f"{limits.MAX_RECORD_FLOATS:,} numbers; got {record_every}. Record "
-                         f"every {math.ceil(steps / most)} steps or fewer runs.")
-    return dict(layers=layers, heads=heads, param=param, m=m, loss=loss, steps=steps,
-                record_every=record_every, lr=lr, optimizer=optimizer, p=p, eps=eps,
-                centred=bool(centred), ridge=ridge_of(param, ridge, None))
+    _check_record_floats(prob, layers, heads, steps, record_every, runs)
+    return dict(
+        layers=layers,
+        heads=heads,
+        param=param,
+        m=m,
+        loss=loss,
+        steps=steps,
+        record_every=record_every,
+        lr=lr,
+        optimizer=optimizer,
+        p=p,
+        eps=eps,
+        centred=bool(centred),
+        ridge=ridge_of(param, ridge, None),
+    )
 
 
-def train_stack(prob, *, layers: int = 2, heads: int = 2, steps: int = 2000, lr: float = 0.1,
-                residual: bool = True, causal: bool = False, values=None, init=None,
-                seed: int = 0, record_every: int = 1, param: str = "W", m: int | None = None,
-                loss: str = "logistic", normalized: bool = True, optimizer: str | None = None,
-                p: float | None = None, eps: float | None = None, centred: bool | None = None,
-                ridge: float | None = None, devices=None) -> StackRun:
+def train_stack(
+    prob,
+    *,
+    layers: int = 2,
+    heads: int = 2,
+    steps: int = 2000,
+    lr: float = 0.1,
+    residual: bool = True,
+    causal: bool = False,
+    values=None,
+    init=None,
+    seed: int = 0,
+    record_every: int = 1,
+    param: str = "W",
+    m: int | None = None,
+    loss: str = "logistic",
+    normalized: bool = True,
+    optimizer: str | None = None,
+    p: float | None = None,
+    eps: float | None = None,
+    centred: bool | None = None,
+    ridge: float | None = None,
+    devices=None,
+) -> StackRun:
     """GD on L layers × H heads of self-attention (the model of `attsvm.hierarchy`).
 
     Args:
@@ -235,31 +313,56 @@ def train_stack(prob, *, layers: int = 2, heads: int = 2, steps: int = 2000, lr:
         A `StackRun` (batched for a sequence of problems).
     """
     probs, batched = _check_probs(prob)
-    p0, B = probs[0], len(probs)
-    cfg = check_stack_settings(p0, layers=layers, heads=heads, steps=steps, lr=lr,
-                               record_every=record_every, runs=B, param=param, m=m, loss=loss,
-                               optimizer=optimizer, normalized=normalized, p=p, eps=eps,
-                               centred=centred, ridge=ridge)
+    gd = dict(steps=steps, lr=lr, record_every=record_every, loss=loss, normalized=normalized)
+    rule = dict(optimizer=optimizer, p=p, eps=eps, centred=centred, ridge=ridge, param=param, m=m)
+    cfg = check_stack_settings(probs[0], layers=layers, heads=heads, runs=len(probs), **gd, **rule)
+    return _train_stack_checked(
+        probs, batched, cfg, residual, causal, values, init, seed=seed, devices=devices
+    )
+
+
+def _train_stack_checked(probs, batched, cfg, residual, causal, values, init, *, seed, devices):
+    """`train_stack` once the problems and the GD settings `cfg` are checked: check the flags,
+    the values and the start, run, and gather the `StackRun`."""
+    p0, B, param = probs[0], len(probs), cfg["param"]
     for name, flag in (("residual", residual), ("causal", causal)):
         if not isinstance(flag, (bool, np.bool_)):
             raise ValueError(f"`{name}` must be True or False; got {flag!r}")
     seed = check_int("seed", seed, 0, 2**63 - 1)
     L, H, (n, T, d) = cfg["layers"], cfg["heads"], p0.shape
-    U = (values_default(L, H, d) if values is None
-         else _as_array("values", values, (L, H, d, d)))
-    inits = _check_inits(init, B, batched, param=param, L=L, H=H, d=d, m=cfg["m"],
-                         probs=probs, seed=seed)
+    U = values_default(L, H, d) if values is None else _as_array("values", values, (L, H, d, d))
+    inits = _check_inits(
+        init, B, batched, param=param, L=L, H=H, d=d, m=cfg["m"], probs=probs, seed=seed
+    )
     stacked = stack_data(probs, U, residual=bool(residual), causal=bool(causal))
-    recs, final, bad_at = _run(cfg, stacked, _params0(inits, param, L, H), devices,
-                               head="stack", train_v=False)
+    recs, final, bad_at = _run(
+        cfg, stacked, _params0(inits, param, L, H), devices, head="stack", train_v=False
+    )
     Wr, S, Lr, G = (np.moveaxis(np.asarray(a), 1, 0)[:B] for a in recs)
     fin = _final(final, param, L, H, B)
-    settings = dict(cfg, residual=bool(residual), causal=bool(causal), seed=seed, n=n, T=T,
-                    d=d, query_index=p0.query_index, runs=B)
-    out = StackRun(W=Wr, attention=S, loss=Lr, grad_norm=G,
-                   steps=np.arange(0, cfg["steps"] + 1, cfg["record_every"]), final=fin,
-                   overflow_at=np.asarray(bad_at)[:B], values=U, settings=settings,
-                   batched=True)
+    settings = dict(
+        cfg,
+        residual=bool(residual),
+        causal=bool(causal),
+        seed=seed,
+        n=n,
+        T=T,
+        d=d,
+        query_index=p0.query_index,
+        runs=B,
+    )
+    out = StackRun(
+        W=Wr,
+        attention=S,
+        loss=Lr,
+        grad_norm=G,
+        steps=np.arange(0, cfg["steps"] + 1, cfg["record_every"]),
+        final=fin,
+        overflow_at=np.asarray(bad_at)[:B],
+        values=U,
+        settings=settings,
+        batched=True,
+    )
     return out if batched else out[0]
 
 
@@ -273,10 +376,18 @@ def stack_data(probs, U: np.ndarray, *, residual: bool, causal: bool) -> dict:
     keys = np.tril(np.ones((T, T), bool)) if causal else np.ones((T, T), bool)
     w = np.zeros((B, n, T))
     w[:, :, probs[0].query_index] = 1.0 / n
-    return dict(X=X, Q=X, Y=Y, mask=np.broadcast_to(keys, (B, n, T, T)).copy(), w=w,
-                v=np.stack([p.v for p in probs]), V=np.zeros((B, d, d)), lam=np.zeros(B),
-                U=np.broadcast_to(U, (B,) + U.shape).copy(),
-                rho=np.full(B, 1.0 if residual else 0.0))
+    return dict(
+        X=X,
+        Q=X,
+        Y=Y,
+        mask=np.broadcast_to(keys, (B, n, T, T)).copy(),
+        w=w,
+        v=np.stack([p.v for p in probs]),
+        V=np.zeros((B, d, d)),
+        lam=np.zeros(B),
+        U=np.broadcast_to(U, (B,) + U.shape).copy(),
+        rho=np.full(B, 1.0 if residual else 0.0),
+    )
 
 
 def _params0(inits, param: str, L: int, H: int):
@@ -306,42 +417,74 @@ def _single(prob, run: StackRun) -> None:
     if not isinstance(run, StackRun) or run.batched:
         raise ValueError("`run` must be a single StackRun (index a batch first)")
     s = run.settings
-    if (prob.n, prob.T, prob.d, prob.query_index) != (s["n"], s["T"], s["d"],
-                                                       s["query_index"]):
-        raise ValueError("`prob` must be the problem `run` was trained on; got another shape "
-                         "or query_index")
+    if (prob.n, prob.T, prob.d, prob.query_index) != (s["n"], s["T"], s["d"], s["query_index"]):
+        raise ValueError(
+            "`prob` must be the problem `run` was trained on; got another shape or query_index"
+        )
 
 
 def layer_states(prob: Problem, run: StackRun, record: int = -1):
     """(S (L, H, n, T, T), h (L + 1, n, T, d)) at record `record` of `run`: every layer's
     attention and the tokens h^0 = X, h^1, …, h^L (`hierarchy.forward`)."""
     from . import hierarchy
+
     _single(prob, run)
     s = run.settings
-    data = model.Data(**{k: model.jnp.asarray(v[0]) for k, v in stack_data(
-        [prob], run.values, residual=s["residual"], causal=s["causal"]).items()})
+    data = model.Data(
+        **{
+            k: model.jnp.asarray(v[0])
+            for k, v in stack_data(
+                [prob], run.values, residual=s["residual"], causal=s["causal"]
+            ).items()
+        }
+    )
     S, hs = hierarchy.forward(model.jnp.asarray(run.W[record]), data, centred=False)
     return np.asarray(S), np.asarray(hs)
 
 
-def evaluated(prob: Problem, W, values, *, residual: bool = True, causal: bool = False,
-              loss: str = "logistic") -> StackRun:
+def evaluated(
+    prob: Problem, W, values, *, residual: bool = True, causal: bool = False, loss: str = "logistic"
+) -> StackRun:
     """A one-record `StackRun` of the stack at W (L, H, d, d): its attention and loss at
     step 0, computed without compiling a program (grad_norm NaN: no gradient taken)."""
     from . import hierarchy
+
     _check_probs(prob)
     W = np.asarray(W, dtype=np.float64)
     U = _as_array("values", values, W.shape)
-    data = model.Data(**{k: model.jnp.asarray(v[0]) for k, v in stack_data(
-        [prob], U, residual=residual, causal=causal).items()})
+    data = model.Data(
+        **{
+            k: model.jnp.asarray(v[0])
+            for k, v in stack_data([prob], U, residual=residual, causal=causal).items()
+        }
+    )
     f, S = hierarchy.predictions(model.jnp.asarray(W), data, centred=False)
     risk = float(np.mean(np.asarray(model.loss_fn(prob.Y * np.asarray(f), loss))))
     L, H = W.shape[:2]
-    settings = dict(layers=L, heads=H, param="W", residual=residual, causal=causal, n=prob.n,
-                    T=prob.T, d=prob.d, query_index=prob.query_index, steps=0, loss=loss)
-    return StackRun(W=W[None], attention=np.asarray(S)[None], loss=np.array([risk]),
-                    grad_norm=np.array([np.nan]), steps=np.array([0]), final=W,
-                    overflow_at=np.asarray(-1), values=U, settings=settings)
+    settings = dict(
+        layers=L,
+        heads=H,
+        param="W",
+        residual=residual,
+        causal=causal,
+        n=prob.n,
+        T=prob.T,
+        d=prob.d,
+        query_index=prob.query_index,
+        steps=0,
+        loss=loss,
+    )
+    return StackRun(
+        W=W[None],
+        attention=np.asarray(S)[None],
+        loss=np.array([risk]),
+        grad_norm=np.array([np.nan]),
+        steps=np.array([0]),
+        final=W,
+        overflow_at=np.asarray(-1),
+        values=U,
+        settings=settings,
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -382,6 +525,7 @@ def audit_stack(prob: Problem, run: StackRun, *, tau: float = 0.5) -> StackAudit
     §4, Att-SVM*)."""
     from .audit import audit_attention
     from .problems import optimal_tokens
+
     tau = check_float("tau", tau, 0.0, 1.0)
     S, hs = layer_states(prob, run)
     L, H, n, T, _ = S.shape
@@ -397,8 +541,9 @@ def audit_stack(prob: Problem, run: StackRun, *, tau: float = 0.5) -> StackAudit
         row = []
         for h in range(H):
             W = run.W[-1, l, h]
-            a = audit_attention(keys, keys, W, list(S[l, h]), tau=tau, query_rows=rows,
-                                causal=causal, nuclear=kq)
+            a = audit_attention(
+                keys, keys, W, list(S[l, h]), tau=tau, query_rows=rows, causal=causal, nuclear=kq
+            )
             row.append(a)
             cos[l, h], cos_span[l, h], cov[l, h] = a.cos, a.cos_span, a.coverage
             sel[l, h] = np.stack(a.alpha)
@@ -410,8 +555,18 @@ def audit_stack(prob: Problem, run: StackRun, *, tau: float = 0.5) -> StackAudit
         opt = optimal_tokens(prob)
     except ValueError:
         opt = None
-    return StackAudit(heads=heads, cos=cos, cos_span=cos_span, coverage=cov, cos_nuc=cos_nuc,
-                      selections=sel, agree=agreement(sel), inputs=hs, optimal=opt, tau=tau)
+    return StackAudit(
+        heads=heads,
+        cos=cos,
+        cos_span=cos_span,
+        coverage=cov,
+        cos_nuc=cos_nuc,
+        selections=sel,
+        agree=agreement(sel),
+        inputs=hs,
+        optimal=opt,
+        tau=tau,
+    )
 
 
 def agreement(sel: np.ndarray) -> np.ndarray:

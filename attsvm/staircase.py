@@ -20,6 +20,7 @@ The trajectory records W every `record_every` steps but K, Q only at its end, so
 cut into `segments` calls of `train_batch`, each continuing exactly from the previous one's
 final (K, Q) (plain and normalized GD keep no state between steps).
 """
+
 from __future__ import annotations
 
 import math
@@ -34,9 +35,9 @@ from .problems import check_choice, check_int
 from .studies import classify_runs
 from .training import scaled_init, train_batch
 
-TAKEOFF_FRAC = 0.1      # σ_j has taken off once it reaches this share of the final σ₁(ΔW)
-STAIR_RTOL = 1e-2       # ΔW is "numerically rank r" when σ_{r+1}/σ₁ < this
-RULES = ("gd", "ngd")   # stateless rules: a run cut into segments is the same run
+TAKEOFF_FRAC = 0.1  # σ_j has taken off once it reaches this share of the final σ₁(ΔW)
+STAIR_RTOL = 1e-2  # ΔW is "numerically rank r" when σ_{r+1}/σ₁ < this
+RULES = ("gd", "ngd")  # stateless rules: a run cut into segments is the same run
 
 
 @dataclass(frozen=True, eq=False)
@@ -97,7 +98,7 @@ def stable_rank(A) -> np.ndarray:
 def takeoff_steps(steps, sv, frac: float = TAKEOFF_FRAC) -> np.ndarray:
     """First step with σ_j ≥ frac·σ₁(final), per j: sv (…, k, d) → (…, d) (NaN: never)."""
     sv = np.asarray(sv, float)
-    level = frac * sv[..., -1:, :1]                                  # (…, 1, 1)
+    level = frac * sv[..., -1:, :1]  # (…, 1, 1)
     hit = (sv >= level) & (level > 0)
     first = np.argmax(hit, axis=-2)
     return np.where(hit.any(-2), np.asarray(steps, float)[first], np.nan)
@@ -118,32 +119,22 @@ def factor_measures(K, Q):
     return sq, nuc, sq / 2 - nuc, np.linalg.norm(D, axis=(-2, -1))
 
 
-def run_staircase(probs, *, init_scale: float, init_kind: str = "gaussian",
-                  weight_decay: float | None = None, steps: int = 2000, lr: float = 0.5,
-                  optimizer: str = "gd", seed: int = 0, record_every: int = 10,
-                  segments: int = 1, m: int | None = None) -> StairRuns:
-    """GD on (K, Q) from `scaled_init` for B problems of one shape, with the measures above.
-
-    Args:
-        probs: problems (as `train_batch`); init_scale α, init_kind, seed: the start
-            (`training.scaled_init`, run b drawn with index b); weight_decay: λ (None: the
-            vanishing ridge); steps, lr, record_every, m: as `train_batch`;
-        optimizer: "gd" (plain) or "ngd" (normalized);
-        segments: number of checkpoints of the factor norms (must divide steps/record_every).
-    """
-    probs = list(probs)
-    check_choice("optimizer", optimizer, RULES)
+def _check_segments(steps, segments, record_every) -> tuple[int, int]:
+    """`steps` and `segments`, checked: equal segments, each a multiple of `record_every`."""
     steps = check_int("steps", steps, 1, 1_000_000)
     segments = check_int("segments", segments, 1, steps)
     if steps % segments or (steps // segments) % record_every:
-        raise ValueError(f"`segments` must cut `steps` ({steps}) into equal parts that are "
-                         f"multiples of `record_every` ({record_every}); got {segments}")
-    seg = steps // segments
-    m = probs[0].d if m is None else m
-    init = [scaled_init(p, init_scale=init_scale, init_kind=init_kind, m=m, seed=seed,
-                        index=b) for b, p in enumerate(probs)]
-    kw = dict(param="KQ", lr=lr, optimizer=optimizer, normalized=optimizer == "ngd", m=m,
-              weight_decay=weight_decay, record_every=record_every)
+        raise ValueError(
+            f"`segments` must cut `steps` ({steps}) into equal parts that are "
+            f"multiples of `record_every` ({record_every}); got {segments}"
+        )
+    return steps, segments
+
+
+def _train_segments(probs, init, segments: int, seg: int, kw: dict):
+    """`segments` calls of `train_batch` of `seg` steps each, each starting where the last
+    ended: (W (B, k, d, d), loss (B, k), [K₀, K at each checkpoint], [Q₀, …], the last
+    trajectory)."""
     K0 = np.stack([k for k, _ in init])
     Q0 = np.stack([q for _, q in init])
     Ws, losses, Ks, Qs = [], [], [K0], [Q0]
@@ -155,20 +146,87 @@ def run_staircase(probs, *, init_scale: float, init_kind: str = "gaussian",
         Ks.append(tr.K)
         Qs.append(tr.Q)
         params = list(zip(tr.K, tr.Q, strict=True))
-        alpha = tr.alpha
-    W = np.concatenate(Ws, 1)
+    return np.concatenate(Ws, 1), np.concatenate(losses, 1), Ks, Qs, tr
+
+
+def run_staircase(
+    probs,
+    *,
+    init_scale: float,
+    init_kind: str = "gaussian",
+    weight_decay: float | None = None,
+    steps: int = 2000,
+    lr: float = 0.5,
+    optimizer: str = "gd",
+    seed: int = 0,
+    record_every: int = 10,
+    segments: int = 1,
+    m: int | None = None,
+) -> StairRuns:
+    """GD on (K, Q) from `scaled_init` for B problems of one shape, with the measures above.
+
+    Args:
+        probs: problems (as `train_batch`); init_scale α, init_kind, seed: the start
+            (`training.scaled_init`, run b drawn with index b); weight_decay: λ (None: the
+            vanishing ridge); steps, lr, record_every, m: as `train_batch`;
+        optimizer: "gd" (plain) or "ngd" (normalized);
+        segments: number of checkpoints of the factor norms (must divide steps/record_every).
+
+    Long because the record it returns names each of its measures and settings.
+    """
+    probs = list(probs)
+    check_choice("optimizer", optimizer, RULES)
+    steps, segments = _check_segments(steps, segments, record_every)
+    seg = steps // segments
+    m = probs[0].d if m is None else m
+    init = [
+        scaled_init(p, init_scale=init_scale, init_kind=init_kind, m=m, seed=seed, index=b)
+        for b, p in enumerate(probs)
+    ]
+    kw = dict(
+        param="KQ",
+        lr=lr,
+        optimizer=optimizer,
+        normalized=optimizer == "ngd",
+        m=m,
+        weight_decay=weight_decay,
+        record_every=record_every,
+    )
+    W, loss, Ks, Qs, tr = _train_segments(probs, init, segments, seg, kw)
+    K0, Q0 = Ks[0], Qs[0]
     rec = np.arange(0, steps + 1, record_every)
     dW = W - (K0 @ np.swapaxes(Q0, -1, -2))[:, None]
     sv = np.linalg.svd(dW, compute_uv=False)
     sq, nuc, gap, imb = factor_measures(np.stack(Ks, 1), np.stack(Qs, 1))
     return StairRuns(
-        steps=rec, W=W, loss=np.concatenate(losses, 1), sv=sv, stable_rank=stable_rank(dW),
-        rescaled=rescaled_time(rec, lr, init_scale), takeoff=takeoff_steps(rec, sv),
-        checkpoints=np.arange(0, steps + 1, seg), sq_norm=sq, nuclear=nuc, gap=gap,
-        imbalance=imb, K=tr.K, Q=tr.Q, alpha=alpha,
-        settings=dict(init_scale=init_scale, init_kind=init_kind, weight_decay=weight_decay,
-                      steps=steps, lr=lr, optimizer=optimizer, seed=seed,
-                      record_every=record_every, segments=segments, m=m))
+        steps=rec,
+        W=W,
+        loss=loss,
+        sv=sv,
+        stable_rank=stable_rank(dW),
+        rescaled=rescaled_time(rec, lr, init_scale),
+        takeoff=takeoff_steps(rec, sv),
+        checkpoints=np.arange(0, steps + 1, seg),
+        sq_norm=sq,
+        nuclear=nuc,
+        gap=gap,
+        imbalance=imb,
+        K=tr.K,
+        Q=tr.Q,
+        alpha=tr.alpha,
+        settings=dict(
+            init_scale=init_scale,
+            init_kind=init_kind,
+            weight_decay=weight_decay,
+            steps=steps,
+            lr=lr,
+            optimizer=optimizer,
+            seed=seed,
+            record_every=record_every,
+            segments=segments,
+            m=m,
+        ),
+    )
 
 
 def verdicts(probs, runs: StairRuns) -> list[dict]:
@@ -183,11 +241,16 @@ def verdicts(probs, runs: StairRuns) -> list[dict]:
     out = []
     for b, r in enumerate(rows):
         feas = bool(svm["feasible"][b])
-        out.append(dict(r, svm_rank=numerical_rank(svm["W"][b]) if feas else None,
-                        delta_rank=int(np.sum(runs.sv[b, -1] > STAIR_RTOL * runs.sv[b, -1, 0])),
-                        stable_rank=float(runs.stable_rank[b, -1]),
-                        rank=numerical_rank(runs.W[b, -1], rtol=RANK_RTOL),
-                        loss=float(runs.loss[b, -1])))
+        out.append(
+            dict(
+                r,
+                svm_rank=numerical_rank(svm["W"][b]) if feas else None,
+                delta_rank=int(np.sum(runs.sv[b, -1] > STAIR_RTOL * runs.sv[b, -1, 0])),
+                stable_rank=float(runs.stable_rank[b, -1]),
+                rank=numerical_rank(runs.W[b, -1], rtol=RANK_RTOL),
+                loss=float(runs.loss[b, -1]),
+            )
+        )
     return out
 
 
@@ -211,17 +274,30 @@ def predicted_rates(lr: float, weight_decay: float) -> dict:
     2λη, is the prediction. GD's own per-step factor on the unused part is (1 − ηλ)²:
     `gap_gd` = −2 log(1 − ηλ)."""
     lam, eta = float(weight_decay), float(lr)
-    return dict(imbalance=2 * lam * eta, gap=2 * lam * eta, gap_used=4 * lam * eta,
-                gap_gd=-2 * math.log1p(-lam * eta) if lam * eta < 1 else float("nan"))
+    return dict(
+        imbalance=2 * lam * eta,
+        gap=2 * lam * eta,
+        gap_used=4 * lam * eta,
+        gap_gd=-2 * math.log1p(-lam * eta) if lam * eta < 1 else float("nan"),
+    )
 
 
-STUDY_POINTS = 200      # records of a page run
-STUDY_SEGMENTS = 50     # factor-norm checkpoints of a page run
+STUDY_POINTS = 200  # records of a page run
+STUDY_SEGMENTS = 50  # factor-norm checkpoints of a page run
 
 
-def study(prob, *, init_scale: float, init_kind: str = "gaussian",
-          weight_decay: float | None = None, steps: int = 2000, lr: float = 0.5,
-          optimizer: str = "gd", seed: int = 0, top: int = 4) -> dict:
+def study(
+    prob,
+    *,
+    init_scale: float,
+    init_kind: str = "gaussian",
+    weight_decay: float | None = None,
+    steps: int = 2000,
+    lr: float = 0.5,
+    optimizer: str = "gd",
+    seed: int = 0,
+    top: int = 4,
+) -> dict:
     """One run with everything the "Rank from small init" view shows, as tidy frames.
 
     Returns: dict(spectrum: step, rescaled, j, sigma (the top `top` σ_j(ΔW)); loss: step,
@@ -229,24 +305,55 @@ def study(prob, *, init_scale: float, init_kind: str = "gaussian",
     takeoff: j, step (NaN: not taken off); verdict: `verdicts`' row; predicted: the gap's
     predicted rate per step (None without weight decay); runs: the `StairRuns`).
     steps must be a multiple of 200 (`STUDY_POINTS` records, `STUDY_SEGMENTS` checkpoints).
+
+    Long because it builds the view's five tidy frames from the run, one after another.
     """
     steps = check_int("steps", steps, STUDY_POINTS, 100_000)
     if steps % STUDY_POINTS:
         raise ValueError(f"`steps` must be a multiple of {STUDY_POINTS}; got {steps}")
-    r = run_staircase([prob], init_scale=init_scale, init_kind=init_kind,
-                      weight_decay=weight_decay, steps=steps, lr=lr, optimizer=optimizer,
-                      seed=seed, record_every=steps // STUDY_POINTS, segments=STUDY_SEGMENTS)
+    r = run_staircase(
+        [prob],
+        init_scale=init_scale,
+        init_kind=init_kind,
+        weight_decay=weight_decay,
+        steps=steps,
+        lr=lr,
+        optimizer=optimizer,
+        seed=seed,
+        record_every=steps // STUDY_POINTS,
+        segments=STUDY_SEGMENTS,
+    )
     top = min(top, r.sv.shape[-1])
     k = len(r.steps)
-    spec = pd.DataFrame(dict(step=np.repeat(r.steps, top), rescaled=np.repeat(r.rescaled, top),
-                             j=np.tile(np.arange(1, top + 1), k),
-                             sigma=r.sv[0, :, :top].reshape(-1)))
-    loss = pd.DataFrame(dict(step=r.steps, rescaled=r.rescaled, loss=r.loss[0],
-                             stable_rank=r.stable_rank[0]))
-    gap = pd.DataFrame(dict(step=r.checkpoints, sq_half=r.sq_norm[0] / 2, nuclear=r.nuclear[0],
-                            gap=r.gap[0], rel_gap=r.rel_gap[0], imbalance=r.imbalance[0]))
+    spec = pd.DataFrame(
+        dict(
+            step=np.repeat(r.steps, top),
+            rescaled=np.repeat(r.rescaled, top),
+            j=np.tile(np.arange(1, top + 1), k),
+            sigma=r.sv[0, :, :top].reshape(-1),
+        )
+    )
+    loss = pd.DataFrame(
+        dict(step=r.steps, rescaled=r.rescaled, loss=r.loss[0], stable_rank=r.stable_rank[0])
+    )
+    gap = pd.DataFrame(
+        dict(
+            step=r.checkpoints,
+            sq_half=r.sq_norm[0] / 2,
+            nuclear=r.nuclear[0],
+            gap=r.gap[0],
+            rel_gap=r.rel_gap[0],
+            imbalance=r.imbalance[0],
+        )
+    )
     take = pd.DataFrame(dict(j=np.arange(1, top + 1), step=r.takeoff[0, :top]))
     lam = weight_decay or 0.0
-    return dict(spectrum=spec, loss=loss, gap=gap, takeoff=take, verdict=verdicts([prob], r)[0],
-                predicted=predicted_rates(lr, lam)["gap"] if lam > 0 and optimizer == "gd"
-                else None, runs=r)
+    return dict(
+        spectrum=spec,
+        loss=loss,
+        gap=gap,
+        takeoff=take,
+        verdict=verdicts([prob], r)[0],
+        predicted=predicted_rates(lr, lam)["gap"] if lam > 0 and optimizer == "gd" else None,
+        runs=r,
+    )

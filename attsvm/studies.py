@@ -12,6 +12,7 @@ the app caches it by its arguments. The paper's claims they probe (arXiv 2308.16
   experiment "svm-rank" (accurate style) draws its instances with the same `rank_rows`;
 - `generalized_fit`: GD on a nonlinear head against the generalized SVM (§6, eq. (10)).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -34,12 +35,18 @@ def run(pspec: ProblemSpec, tspec: TrainSpec, every: int | None = None):
     """One GD run of the records, recorded every `every` steps (default: ~200 records)."""
     prob = pspec.build()
     r = every or record_every(tspec.steps)
-    return train(prob, steps=tspec.steps, init=tspec.init_for(prob), record_every=r,
-                 **tspec.train_kwargs(prob))
+    return train(
+        prob,
+        steps=tspec.steps,
+        init=tspec.init_for(prob),
+        record_every=r,
+        **tspec.train_kwargs(prob),
+    )
 
 
-def _initializations(prob: Problem, tspec: TrainSpec, inits_seed: int, runs: int,
-                     radius: float, plane: bool):
+def _initializations(
+    prob: Problem, tspec: TrainSpec, inits_seed: int, runs: int, radius: float, plane: bool
+):
     """`runs` inits of Frobenius norm `radius` and their plane coordinates (see `basins`)."""
     d, m = prob.d, tspec.m_for(prob)
     rng = np.random.default_rng([inits_seed, 7])
@@ -59,7 +66,7 @@ def _initializations(prob: Problem, tspec: TrainSpec, inits_seed: int, runs: int
         Ws = radius * G / np.linalg.norm(G, axis=(1, 2), keepdims=True)
     if tspec.param == "W":
         return list(Ws), coords
-    inits = []        # balanced factors of each W: K = U√S, Q = V√S (rank m truncation)
+    inits = []  # balanced factors of each W: K = U√S, Q = V√S (rank m truncation)
     for W in Ws:
         U, S, Vt = np.linalg.svd(W)
         r = np.sqrt(S[:m])
@@ -67,8 +74,9 @@ def _initializations(prob: Problem, tspec: TrainSpec, inits_seed: int, runs: int
     return inits, coords
 
 
-def basins(pspec: ProblemSpec, tspec: TrainSpec, inits_seed: int, runs: int,
-           radius: float, plane: bool) -> pd.DataFrame:
+def basins(
+    pspec: ProblemSpec, tspec: TrainSpec, inits_seed: int, runs: int, radius: float, plane: bool
+) -> pd.DataFrame:
     """GD from `runs` initializations of Frobenius norm `radius` (random directions, or a
     √runs × √runs grid on the plane spanned by two random orthonormal directions E₁, E₂).
 
@@ -77,13 +85,23 @@ def basins(pspec: ProblemSpec, tspec: TrainSpec, inits_seed: int, runs: int,
     """
     prob = pspec.build()
     inits, coords = _initializations(prob, tspec, inits_seed, runs, radius, plane)
-    run = train_batch([prob] * len(inits), steps=tspec.steps, init=inits,
-                      record_every=tspec.steps, **tspec.train_kwargs(prob))
-    alphas = run.alpha                                        # (B, n)
+    run = train_batch(
+        [prob] * len(inits),
+        steps=tspec.steps,
+        init=inits,
+        record_every=tspec.steps,
+        **tspec.train_kwargs(prob),
+    )
+    alphas = run.alpha  # (B, n)
     sel = np.take_along_axis(run.probs[:, -1], alphas[..., None], -1)[..., 0].min(1)
-    return pd.DataFrame({"a": coords[:, 0], "b": coords[:, 1],
-                         "selection": [tuple(int(x) for x in a) for a in alphas],
-                         "prob": sel})
+    return pd.DataFrame(
+        {
+            "a": coords[:, 0],
+            "b": coords[:, 1],
+            "selection": [tuple(int(x) for x in a) for a in alphas],
+            "prob": sel,
+        }
+    )
 
 
 def selections(pspec: ProblemSpec, norm: str = "fro") -> pd.DataFrame:
@@ -108,7 +126,7 @@ def classify_runs(probs: list[Problem], alphas, norm: str = "fro") -> list[dict]
     for p in probs:
         try:
             opts.append(optimal_tokens(p))
-        except ValueError:          # a tie: no unique optimal token
+        except ValueError:  # a tie: no unique optimal token
             opts.append(None)
     at_alpha = fastsvm.solve_many(probs, alphas, norm)
     has_opt = [b for b, o in enumerate(opts) if o is not None]
@@ -121,12 +139,26 @@ def classify_runs(probs: list[Problem], alphas, norm: str = "fro") -> list[dict]
         feasible = bool(at_alpha["feasible"][b])
         local = feasible and supports_score_lower(token_scores(p), alpha, at_alpha["support"][b])
         is_global = opt is not None and bool(np.array_equal(alpha, opt))
-        kind = ("infeasible" if not feasible else "feasible" if not local
-                else "global" if is_global else "local")
-        rows.append(dict(selection=tuple(int(a) for a in alpha),
-                         opt=None if opt is None else tuple(int(a) for a in opt),
-                         is_global=is_global, feasible=feasible, local=local,
-                         opt_feasible=opt_feasible.get(b), kind=kind))
+        kind = (
+            "infeasible"
+            if not feasible
+            else "feasible"
+            if not local
+            else "global"
+            if is_global
+            else "local"
+        )
+        rows.append(
+            dict(
+                selection=tuple(int(a) for a in alpha),
+                opt=None if opt is None else tuple(int(a) for a in opt),
+                is_global=is_global,
+                feasible=feasible,
+                local=local,
+                opt_feasible=opt_feasible.get(b),
+                kind=kind,
+            )
+        )
     return rows
 
 
@@ -135,17 +167,34 @@ def overparam_cell(base: ProblemSpec, tspec: TrainSpec, d: int, runs: int) -> pd
     (`classify_runs`) and whether the global SVM is feasible. One row per run."""
     specs = [base.with_(d=d, seed=base.seed + j) for j in range(runs)]
     probs = [s.build() for s in specs]
-    run = train_batch(probs, steps=tspec.steps, init=None, record_every=tspec.steps,
-                      **tspec.train_kwargs(probs[0]))
+    run = train_batch(
+        probs,
+        steps=tspec.steps,
+        init=None,
+        record_every=tspec.steps,
+        **tspec.train_kwargs(probs[0]),
+    )
     rows = classify_runs(probs, list(run.alpha), tspec.norm)
-    return pd.DataFrame([dict(d=d, seed=s.seed, selection=r["selection"], opt=r["opt"],
-                              opt_feasible=r["opt_feasible"], kind=r["kind"])
-                         for s, r in zip(specs, rows, strict=True)])
+    return pd.DataFrame(
+        [
+            dict(
+                d=d,
+                seed=s.seed,
+                selection=r["selection"],
+                opt=r["opt"],
+                opt_feasible=r["opt_feasible"],
+                kind=r["kind"],
+            )
+            for s, r in zip(specs, rows, strict=True)
+        ]
+    )
 
 
-OVERPARAM_OUTCOMES = ("1 · GD reached α = opt (global)",
-                      "2 · GD reached a locally optimal α (incl. global)",
-                      "3 · Att-SVM for α = opt feasible")
+OVERPARAM_OUTCOMES = (
+    "1 · GD reached α = opt (global)",
+    "2 · GD reached a locally optimal α (incl. global)",
+    "3 · Att-SVM for α = opt feasible",
+)
 
 
 def overparam_fractions(res: pd.DataFrame) -> pd.DataFrame:
@@ -154,16 +203,28 @@ def overparam_fractions(res: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for d, g in res.groupby("d"):
         total = len(g)
-        fractions = ((g["kind"] == "global").mean(),
-                     g["kind"].isin(["global", "local"]).mean(),
-                     g["opt_feasible"].fillna(False).astype(bool).mean())
-        rows += [dict(d=d, outcome=o, fraction=f, runs=total)
-                 for o, f in zip(OVERPARAM_OUTCOMES, fractions, strict=True)]
+        fractions = (
+            (g["kind"] == "global").mean(),
+            g["kind"].isin(["global", "local"]).mean(),
+            g["opt_feasible"].fillna(False).astype(bool).mean(),
+        )
+        rows += [
+            dict(d=d, outcome=o, fraction=f, runs=total)
+            for o, f in zip(OVERPARAM_OUTCOMES, fractions, strict=True)
+        ]
     return pd.DataFrame(rows)
 
 
-def rank_rows(n: int, T: int, d: int, seeds, *, attention: str = "cross",
-              rtol: float = RANK_RTOL, quota: int | None = None) -> list[dict]:
+def rank_rows(
+    n: int,
+    T: int,
+    d: int,
+    seeds,
+    *,
+    attention: str = "cross",
+    rtol: float = RANK_RTOL,
+    quota: int | None = None,
+) -> list[dict]:
     """Numerical ranks (σ_k > rtol·σ_1) of W^mm and W^mm_* at α = opt (§3, Theorem 3) on
     the random problems of `seeds`, solved exactly in bulk (`fastsvm`).
 
@@ -180,24 +241,35 @@ def rank_rows(n: int, T: int, d: int, seeds, *, attention: str = "cross",
     fro = fastsvm.solve_many(probs, alphas, "fro")
     feasible = [bool(f) for f in fro["feasible"]]
     keep = [j for j, f in enumerate(feasible) if f][:quota]
-    rows = [dict(n=n, T=T, d=d, seed=k, feasible=feasible[j], used=j in keep,
-                 rank_fro=numerical_rank(fro["W"][j], rtol=rtol) if feasible[j] else np.nan,
-                 rank_nuc=np.nan, method_nuc="")
-            for j, k in enumerate(seeds)]
+    rows = [
+        dict(
+            n=n,
+            T=T,
+            d=d,
+            seed=k,
+            feasible=feasible[j],
+            used=j in keep,
+            rank_fro=numerical_rank(fro["W"][j], rtol=rtol) if feasible[j] else np.nan,
+            rank_nuc=np.nan,
+            method_nuc="",
+        )
+        for j, k in enumerate(seeds)
+    ]
     if keep:
         nuc = fastsvm.solve_many([probs[j] for j in keep], [alphas[j] for j in keep], "nuc")
         for q, j in enumerate(keep):
-            rows[j].update(rank_nuc=numerical_rank(nuc["W"][q], rtol=rtol),
-                           method_nuc=nuc["method"][q])
+            rows[j].update(
+                rank_nuc=numerical_rank(nuc["W"][q], rtol=rtol), method_nuc=nuc["method"][q]
+            )
     return rows
 
 
-def rank_cell(n: int, T: int, d: int, seed0: int, instances: int,
-              attention: str = "cross") -> pd.DataFrame:
+def rank_cell(
+    n: int, T: int, d: int, seed0: int, instances: int, attention: str = "cross"
+) -> pd.DataFrame:
     """`rank_rows` of the data seeds seed0 … seed0+instances−1, one row per instance."""
     rows = rank_rows(n, T, d, range(seed0, seed0 + instances), attention=attention)
-    return pd.DataFrame(rows, columns=["n", "T", "d", "seed", "feasible", "rank_fro",
-                                       "rank_nuc"])
+    return pd.DataFrame(rows, columns=["n", "T", "d", "seed", "feasible", "rank_fro", "rank_nuc"])
 
 
 def rank_summary(res: pd.DataFrame) -> pd.DataFrame:
@@ -208,10 +280,18 @@ def rank_summary(res: pd.DataFrame) -> pd.DataFrame:
         f = g[g["feasible"]]
         for norm, col in (("W^mm (Frobenius)", "rank_fro"), ("W^mm_* (nuclear)", "rank_nuc")):
             v = f[col].dropna()
-            rows.append(dict(d=d, n=f"n = {n}", norm=norm, count=len(v),
-                             rank=v.mean() if len(v) else np.nan,
-                             lo=v.min() if len(v) else np.nan, hi=v.max() if len(v) else np.nan,
-                             feasible=g["feasible"].mean()))
+            rows.append(
+                dict(
+                    d=d,
+                    n=f"n = {n}",
+                    norm=norm,
+                    count=len(v),
+                    rank=v.mean() if len(v) else np.nan,
+                    lo=v.min() if len(v) else np.nan,
+                    hi=v.max() if len(v) else np.nan,
+                    feasible=g["feasible"].mean(),
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -228,8 +308,8 @@ def generalized_gaps(run, gen, one) -> dict:
     squares at every k), W^dir alone and the one-token SVM; unavailable ones are left out."""
     refs = {}
     if gen.feasible and np.any(gen.W_dir):
-        R = np.einsum("kij,ij->k", run.W - gen.W_fin, gen.W_dir) / float(np.sum(gen.W_dir ** 2))
-        pred = gen.W_fin[None] + R[:, None, None] * gen.W_dir[None]     # (k, d, d)
+        R = np.einsum("kij,ij->k", run.W - gen.W_fin, gen.W_dir) / float(np.sum(gen.W_dir**2))
+        pred = gen.W_fin[None] + R[:, None, None] * gen.W_dir[None]  # (k, d, d)
         num = np.einsum("kij,kij->k", run.W, pred)
         den = np.linalg.norm(run.W, axis=(1, 2)) * np.linalg.norm(pred, axis=(1, 2))
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -247,8 +327,12 @@ OPTIMIZER_THEORY = {
     "ngd": ("NGD", "fro", "proved (global tokens, data settings)", "arXiv 2402.05738"),
     "polyak": ("Polyak", "fro", "proved (global tokens, data settings)", "arXiv 2402.05738"),
     "md": ("ℓp-MD", "lp", "proved (local)", "arXiv 2410.14581"),
-    "nmd": ("normalized ℓp-MD", "lp", "proved for MD (local); normalized: the authors' code",
-            "arXiv 2410.14581"),
+    "nmd": (
+        "normalized ℓp-MD",
+        "lp",
+        "proved for MD (local); normalized: the authors' code",
+        "arXiv 2410.14581",
+    ),
     "sign": ("signGD", "max", "open for attention (linear models: 2502.04664, 1802.08246)", "—"),
     "spectral": ("spectral descent", "spectral", "open for attention (linear: 2502.04664)", "—"),
 }
@@ -256,8 +340,13 @@ OPTIMIZER_THEORY = {
 
 def race_norms(p: float) -> list:
     """(norm, p, label) of the five Att-SVMs an optimizer race is compared with."""
-    return [("fro", None, "Frobenius"), ("nuc", None, "nuclear"), ("lp", float(p), f"ℓ{p:g}"),
-            ("max", None, "ℓ∞ (max)"), ("spectral", None, "spectral")]
+    return [
+        ("fro", None, "Frobenius"),
+        ("nuc", None, "nuclear"),
+        ("lp", float(p), f"ℓ{p:g}"),
+        ("max", None, "ℓ∞ (max)"),
+        ("spectral", None, "spectral"),
+    ]
 
 
 def race(prob: Problem, runs, *, steps: int, records: int = 100) -> dict:
@@ -272,18 +361,26 @@ def race(prob: Problem, runs, *, steps: int, records: int = 100) -> dict:
         {label: (steps (k,), W (k, d, d))}.
     """
     every = max(1, steps // records)
-    while steps % every:        # record_every must divide steps
+    while steps % every:  # record_every must divide steps
         every -= 1
     out = {}
     for label, opt, lr, p in runs:
-        r = train(prob, optimizer=opt, p=p, steps=steps, lr=lr, init=np.zeros((prob.d, prob.d)),
-                  record_every=every)
+        r = train(
+            prob,
+            optimizer=opt,
+            p=p,
+            steps=steps,
+            lr=lr,
+            init=np.zeros((prob.d, prob.d)),
+            record_every=every,
+        )
         out[label] = (r.steps, r.W)
     return out
 
 
-def race_summary(prob: Problem, race: dict, *, p: float, threshold: float, steps: int,
-                 solve) -> dict:
+def race_summary(
+    prob: Problem, race: dict, *, p: float, threshold: float, steps: int, solve
+) -> dict:
     """What the Optimizer → norm page shows of an optimizer race (`race`).
 
     For each optimizer's final W: its selection α (argmax of the logits), and for each norm
@@ -297,6 +394,7 @@ def race_summary(prob: Problem, race: dict, *, p: float, threshold: float, steps
     target, steps, status, citation)}.
     """
     from .svm import constraint_rows, matrix_norm
+
     Qv, _, mask = prob.query_view()
     heat, sel, grow, reach = [], {}, [], []
     for o, (k, W) in race.items():
@@ -304,24 +402,36 @@ def race_summary(prob: Problem, race: dict, *, p: float, threshold: float, steps
         a = np.where(prob.token_mask(), np.einsum("ntd,de,nke->nkt", prob.X, W[-1], Qv), -np.inf)
         alpha = a.argmax(-1) if Qv.shape[1] > 1 else a.argmax(-1)[:, 0]
         sel[label] = " ".join(map(str, np.ravel(alpha)))
-        grow.append(pd.DataFrame({"step": k[1:], "‖W‖_F": np.linalg.norm(W[1:], axis=(1, 2)),
-                                  "optimizer": label}))
+        grow.append(
+            pd.DataFrame(
+                {"step": k[1:], "‖W‖_F": np.linalg.norm(W[1:], axis=(1, 2)), "optimizer": label}
+            )
+        )
         A, _ = constraint_rows(prob, alpha)
         key = tuple(map(tuple, alpha.tolist())) if alpha.ndim == 2 else tuple(alpha.tolist())
         for norm, q, name in race_norms(p):
             sol = solve(key, norm, q)
             if not sol.feasible:
-                heat.append(dict(optimizer=label, norm=name, correlation=np.nan,
-                                 **{"margin ratio": np.nan}))
+                heat.append(
+                    dict(optimizer=label, norm=name, correlation=np.nan, **{"margin ratio": np.nan})
+                )
                 continue
-            cor = correlation(W[1:], sol.W)                       # (k,)
+            cor = correlation(W[1:], sol.W)  # (k,)
             ratio = (A @ W[-1].ravel()).min() / matrix_norm(W[-1], norm, q) * sol.objective
-            heat.append(dict(optimizer=label, norm=name, correlation=cor[-1],
-                             **{"margin ratio": ratio}))
+            heat.append(
+                dict(optimizer=label, norm=name, correlation=cor[-1], **{"margin ratio": ratio})
+            )
             if norm == target:
                 hit = np.nonzero(cor >= threshold)[0]
-                reach.append(dict(optimizer=label, target=name,
-                                  steps=f"{k[1:][hit[0]]:,}" if len(hit) else f"> {steps:,}",
-                                  status=status, citation=cite))
-    return dict(heat=pd.DataFrame(heat), selected=sel, growth=pd.concat(grow),
-                reach=pd.DataFrame(reach))
+                reach.append(
+                    dict(
+                        optimizer=label,
+                        target=name,
+                        steps=f"{k[1:][hit[0]]:,}" if len(hit) else f"> {steps:,}",
+                        status=status,
+                        citation=cite,
+                    )
+                )
+    return dict(
+        heat=pd.DataFrame(heat), selected=sel, growth=pd.concat(grow), reach=pd.DataFrame(reach)
+    )

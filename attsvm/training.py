@@ -10,6 +10,7 @@ and the default ε = float64 machine epsilon is the vanishing-λ limit λ = 2ε.
 `init_scale`/`init_kind` draw small or structured (K, Q) starts (`scaled_init`;
 docs/staircase.md).
 """
+
 from __future__ import annotations
 
 import math
@@ -29,12 +30,29 @@ from .trajectory import Trajectory, saturation_tol_for
 PARAMS = ("W", "KQ")
 RIDGE_EPS = float(np.finfo(np.float64).eps)
 MAX_STEPS = 1_000_000
-MAX_RECORD_FLOATS = limits.MAX_RECORD_FLOATS   # ≈ 480 MB of recorded float64 per call
+MAX_RECORD_FLOATS = limits.MAX_RECORD_FLOATS  # ≈ 480 MB of recorded float64 per call
 # The keyword options of `train` that a run's settings record (all but the inits `init`, `init_v`).
-TRAIN_OPTIONS = ("param", "steps", "lr", "normalized", "loss", "seed", "record_every", "m",
-                 "ridge", "saturation_tol", "optimizer", "p", "eps", "centred", "train_v",
-                 "init_scale", "init_kind", "weight_decay")
-JOINT_OPTIMIZERS = ("gd", "ngd", "polyak", "md", "nmd")   # rules that train the head too
+TRAIN_OPTIONS = (
+    "param",
+    "steps",
+    "lr",
+    "normalized",
+    "loss",
+    "seed",
+    "record_every",
+    "m",
+    "ridge",
+    "saturation_tol",
+    "optimizer",
+    "p",
+    "eps",
+    "centred",
+    "train_v",
+    "init_scale",
+    "init_kind",
+    "weight_decay",
+)
+JOINT_OPTIMIZERS = ("gd", "ngd", "polyak", "md", "nmd")  # rules that train the head too
 INIT_KINDS = ("gaussian", "diagonal", "aligned")
 MAX_INIT_SCALE = 10.0
 
@@ -42,8 +60,12 @@ MAX_INIT_SCALE = 10.0
 def backend() -> dict:
     """Which JAX backend runs GD: {"platform", "devices", "x64"}."""
     devs = jax.devices()
-    return {"platform": jax.default_backend(), "devices": len(devs),
-            "device_kind": devs[0].device_kind, "x64": bool(jax.config.jax_enable_x64)}
+    return {
+        "platform": jax.default_backend(),
+        "devices": len(devs),
+        "device_kind": devs[0].device_kind,
+        "x64": bool(jax.config.jax_enable_x64),
+    }
 
 
 def _check_optimizer(*, param, head, normalized, optimizer, p, eps, centred) -> dict:
@@ -55,8 +77,10 @@ def _check_optimizer(*, param, head, normalized, optimizer, p, eps, centred) -> 
         optimizer = "ngd" if normalized else "gd"
     check_choice("optimizer", optimizer, OPTIMIZERS if param == "W" else KQ_OPTIMIZERS)
     if optimizer == "polyak" and head != "linear":
-        raise ValueError(f"`optimizer` 'polyak' needs the loss infimum L*, known for the "
-                         f"linear head only; got head={head!r}")
+        raise ValueError(
+            f"`optimizer` 'polyak' needs the loss infimum L*, known for the "
+            f"linear head only; got head={head!r}"
+        )
     if optimizer in ("md", "nmd"):
         p = check_float("p", 2.0 if p is None else p, MIN_P, MAX_P)
     elif p is not None:
@@ -65,8 +89,13 @@ def _check_optimizer(*, param, head, normalized, optimizer, p, eps, centred) -> 
     centred = DEFAULT_CENTRED if centred is None else centred
     if not isinstance(centred, (bool, np.bool_)):
         raise ValueError(f"`centred` must be True or False; got {centred!r}")
-    return dict(optimizer=optimizer, p=p, eps=eps, centred=bool(centred),
-                normalized=optimizer in ("ngd", "nmd"))
+    return dict(
+        optimizer=optimizer,
+        p=p,
+        eps=eps,
+        centred=bool(centred),
+        normalized=optimizer in ("ngd", "nmd"),
+    )
 
 
 def ridge_of(param: str, ridge, weight_decay) -> float:
@@ -77,44 +106,94 @@ def ridge_of(param: str, ridge, weight_decay) -> float:
     if weight_decay is None:
         return RIDGE_EPS if ridge is None else check_float("ridge", ridge, 0.0, 1.0)
     if param != "KQ":
-        raise ValueError(f"`weight_decay` must be None for param='W' (it acts on the factors "
-                         f"K, Q); got {weight_decay!r}")
+        raise ValueError(
+            f"`weight_decay` must be None for param='W' (it acts on the factors "
+            f"K, Q); got {weight_decay!r}"
+        )
     eps = check_float("weight_decay", weight_decay, 0.0, 2.0) / 2.0
     if ridge is not None and check_float("ridge", ridge, 0.0, 1.0) != eps:
-        raise ValueError(f"`weight_decay` must be None or 2·ridge when `ridge` is given "
-                         f"(ridge ε = λ/2 is the same term); got ridge={ridge!r}, "
-                         f"weight_decay={weight_decay!r}")
+        raise ValueError(
+            f"`weight_decay` must be None or 2·ridge when `ridge` is given "
+            f"(ridge ε = λ/2 is the same term); got ridge={ridge!r}, "
+            f"weight_decay={weight_decay!r}"
+        )
     return eps
 
 
-def _check_settings(prob: Problem, *, param, steps, lr, normalized, loss, record_every, m,
-                    ridge, n_runs, optimizer=None, p=None, eps=None, centred=None,
-                    weight_decay=None):
+def _check_settings(
+    prob: Problem,
+    *,
+    param,
+    steps,
+    lr,
+    normalized,
+    loss,
+    record_every,
+    m,
+    ridge,
+    n_runs,
+    optimizer=None,
+    p=None,
+    eps=None,
+    centred=None,
+    weight_decay=None,
+):
     check_choice("param", param, PARAMS)
     check_choice("loss", loss, model.LOSSES)
     steps = check_int("steps", steps, 1, MAX_STEPS)
     record_every = check_record_every(record_every, steps)
     lr = check_float("lr", lr, 0.0, 1e3, lo_open=True)
-    rule = _check_optimizer(param=param, head=prob.head, normalized=normalized,
-                            optimizer=optimizer, p=p, eps=eps, centred=centred)
+    rule = _check_optimizer(
+        param=param,
+        head=prob.head,
+        normalized=normalized,
+        optimizer=optimizer,
+        p=p,
+        eps=eps,
+        centred=centred,
+    )
     m = prob.d if m is None else check_int("m", m, 1, prob.d)
     ridge = ridge_of(param, ridge, weight_decay)
+    _check_record_floats(prob, steps, record_every, n_runs)
+    return dict(
+        param=param,
+        steps=steps,
+        lr=lr,
+        loss=loss,
+        record_every=record_every,
+        m=m,
+        ridge=ridge,
+        weight_decay=2.0 * ridge if param == "KQ" else None,
+        **rule,
+    )
+
+
+def _check_record_floats(prob: Problem, steps: int, record_every: int, n_runs: int) -> None:
+    """Refuse a recorded history over `MAX_RECORD_FLOATS` numbers, naming the `record_every`
+    that fits."""
     k = steps // record_every + 1
-    total = limits.record_floats(n=prob.n, T=prob.T, d=prob.d, steps=steps,
-                                 record_every=record_every, runs=n_runs, queries=prob.queries)
+    total = limits.record_floats(
+        n=prob.n,
+        T=prob.T,
+        d=prob.d,
+        steps=steps,
+        record_every=record_every,
+        runs=n_runs,
+        queries=prob.queries,
+    )
     if total > MAX_RECORD_FLOATS:
         per = total // (n_runs * k)
         most = max(1, MAX_RECORD_FLOATS // (n_runs * per) - 1)
         raise ValueError(
             f"`record_every` must keep the recorded history under {MAX_RECORD_FLOATS:,} "
             f"numbers; got {record_every} ({n_runs} runs × {k} records × {per} numbers). "
-            f"Record every {math.ceil(steps / most)} steps or fewer runs.")
-    return dict(param=param, steps=steps, lr=lr, loss=loss, record_every=record_every, m=m,
-                ridge=ridge, weight_decay=2.0 * ridge if param == "KQ" else None, **rule)
+            f"Record every {math.ceil(steps / most)} steps or fewer runs."
+        )
 
 
-def default_init(prob: Problem, param: str = "W", *, seed: int = 0, m: int | None = None,
-                 index: int = 0):
+def default_init(
+    prob: Problem, param: str = "W", *, seed: int = 0, m: int | None = None, index: int = 0
+):
     """The default initialization: entries U(−1/√d, 1/√d), as PyTorch's `nn.Linear`
     (the paper's init), drawn by `numpy.random.default_rng([seed, index])`.
 
@@ -133,13 +212,22 @@ def gradient_at_zero(prob: Problem, loss: str = "logistic") -> np.ndarray:
     """∇L(W) at W = 0 (d, d): uniform attention, the direction small-init GD learns first
     (arXiv 2306.07042: the top singular pair of −∇L(0) takes off first)."""
     from .batching import pad_data
+
     data = model.Data(**{k: jnp.asarray(v) for k, v in pad_data(prob, prob.shape).items()})
     g = jax.grad(model.risk)(jnp.zeros((prob.d, prob.d)), data, prob.head, loss)
     return np.asarray(g)
 
 
-def scaled_init(prob: Problem, *, init_scale: float, init_kind: str = "gaussian",
-                m: int | None = None, seed: int = 0, index: int = 0, loss: str = "logistic"):
+def scaled_init(
+    prob: Problem,
+    *,
+    init_scale: float,
+    init_kind: str = "gaussian",
+    m: int | None = None,
+    seed: int = 0,
+    index: int = 0,
+    loss: str = "logistic",
+):
     """(K₀, Q₀), each (d, m), at scale α = `init_scale` (docs/staircase.md §1):
 
     - "gaussian": K₀, Q₀ = α·N(0, 1) entries, drawn by `numpy.random.default_rng([seed,
@@ -169,17 +257,22 @@ def _check_init(init, prob: Problem, param: str, m: int, name="init"):
     if param == "W":
         W = np.asarray(init, dtype=np.float64)
         if W.shape != (d, d):
-            raise ValueError(f"`{name}` must be a ({d}, {d}) array for param='W'; "
-                             f"got shape {W.shape}")
+            raise ValueError(
+                f"`{name}` must be a ({d}, {d}) array for param='W'; got shape {W.shape}"
+            )
         parts = (W,)
     else:
         if not isinstance(init, (tuple, list)) or len(init) != 2:
-            raise ValueError(f"`{name}` must be a pair (K, Q) of ({d}, {m}) arrays for param='KQ'; "
-                             f"got {type(init).__name__}")
+            raise ValueError(
+                f"`{name}` must be a pair (K, Q) of ({d}, {m}) arrays for param='KQ'; "
+                f"got {type(init).__name__}"
+            )
         parts = tuple(np.asarray(a, dtype=np.float64) for a in init)
         if any(a.shape != (d, m) for a in parts):
-            raise ValueError(f"`{name}` must be a pair (K, Q) of ({d}, {m}) arrays for param='KQ'; "
-                             f"got shapes {[a.shape for a in parts]}")
+            raise ValueError(
+                f"`{name}` must be a pair (K, Q) of ({d}, {m}) arrays for param='KQ'; "
+                f"got shapes {[a.shape for a in parts]}"
+            )
     if not all(np.all(np.isfinite(a)) for a in parts):
         raise ValueError(f"`{name}` must be finite (no NaN or inf); got non-finite entries")
     return parts[0] if param == "W" else parts
@@ -189,73 +282,152 @@ def _check_probs(probs) -> list:
     try:
         probs = list(probs)
     except TypeError:
-        raise ValueError("`probs` must be a sequence of attsvm.Problem; "
-                         f"got {type(probs).__name__}") from None
+        raise ValueError(
+            f"`probs` must be a sequence of attsvm.Problem; got {type(probs).__name__}"
+        ) from None
     if not probs or not all(isinstance(p, Problem) for p in probs):
         raise ValueError("`probs` must be a non-empty sequence of attsvm.Problem")
     p0 = probs[0]
     for p in probs[1:]:
         if (p.shape, p.head, p.queries) != (p0.shape, p0.head, p0.queries):
-            raise ValueError("`probs` must share shape, head and query mode; got "
-                             f"{p0.shape}/{p0.head}/{p0.queries} and "
-                             f"{p.shape}/{p.head}/{p.queries}")
+            raise ValueError(
+                "`probs` must share shape, head and query mode; got "
+                f"{p0.shape}/{p0.head}/{p0.queries} and "
+                f"{p.shape}/{p.head}/{p.queries}"
+            )
     return probs
 
 
-def _inits(probs, init, *, param: str, seed: int, m: int, init_scale=None,
-           init_kind=None, loss: str = "logistic") -> list:
+def _inits(
+    probs,
+    init,
+    *,
+    param: str,
+    seed: int,
+    m: int,
+    init_scale=None,
+    init_kind=None,
+    loss: str = "logistic",
+) -> list:
     B, p0 = len(probs), probs[0]
     if init_scale is not None or init_kind is not None:
         if param != "KQ":
-            raise ValueError(f"`init_scale` must be None for param='W' (it scales the "
-                             f"factors K, Q); got {init_scale!r}")
+            raise ValueError(
+                f"`init_scale` must be None for param='W' (it scales the "
+                f"factors K, Q); got {init_scale!r}"
+            )
         if init is not None:
-            raise ValueError("`init` must be None when `init_scale`/`init_kind` is given; "
-                             f"got {type(init).__name__}")
+            raise ValueError(
+                "`init` must be None when `init_scale`/`init_kind` is given; "
+                f"got {type(init).__name__}"
+            )
         if init_scale is None:
-            raise ValueError(f"`init_scale` must be a number in (0, {MAX_INIT_SCALE:g}] "
-                             f"when `init_kind` is given; got None")
-        return [scaled_init(p, init_scale=init_scale, init_kind=init_kind or "gaussian", m=m,
-                            seed=seed, index=b, loss=loss) for b, p in enumerate(probs)]
+            raise ValueError(
+                f"`init_scale` must be a number in (0, {MAX_INIT_SCALE:g}] "
+                f"when `init_kind` is given; got None"
+            )
+        return [
+            scaled_init(
+                p,
+                init_scale=init_scale,
+                init_kind=init_kind or "gaussian",
+                m=m,
+                seed=seed,
+                index=b,
+                loss=loss,
+            )
+            for b, p in enumerate(probs)
+        ]
     if init is None:
         return [default_init(p, param, seed=seed, m=m, index=b) for b, p in enumerate(probs)]
     if isinstance(init, np.ndarray) and param == "W" and init.ndim == 3:
         init = list(init)
     if not isinstance(init, (list, tuple)) or len(init) != B:
-        raise ValueError(f"`init` must be None or a list of {B} initializations; "
-                         f"got {type(init).__name__}")
+        raise ValueError(
+            f"`init` must be None or a list of {B} initializations; got {type(init).__name__}"
+        )
     return [_check_init(a, p0, param, m, name=f"init[{b}]") for b, a in enumerate(init)]
 
 
-def train(prob: Problem, *, param: str = "W", steps: int = 2000, lr: float = 0.1,
-          normalized: bool = True, loss: str = "logistic", init=None, seed: int = 0,
-          record_every: int = 1, m: int | None = None, ridge: float | None = None,
-          saturation_tol: float | None = None, optimizer: str | None = None,
-          p: float | None = None, eps: float | None = None,
-          centred: bool | None = None, train_v: bool = False, init_v=None,
-          init_scale: float | None = None, init_kind: str | None = None,
-          weight_decay: float | None = None) -> Trajectory:
+def train(
+    prob: Problem,
+    *,
+    param: str = "W",
+    steps: int = 2000,
+    lr: float = 0.1,
+    normalized: bool = True,
+    loss: str = "logistic",
+    init=None,
+    seed: int = 0,
+    record_every: int = 1,
+    m: int | None = None,
+    ridge: float | None = None,
+    saturation_tol: float | None = None,
+    optimizer: str | None = None,
+    p: float | None = None,
+    eps: float | None = None,
+    centred: bool | None = None,
+    train_v: bool = False,
+    init_v=None,
+    init_scale: float | None = None,
+    init_kind: str | None = None,
+    weight_decay: float | None = None,
+) -> Trajectory:
     """Run GD on one problem. See `train_batch` for the arguments."""
     if not isinstance(prob, Problem):
         raise ValueError(f"`prob` must be an attsvm.Problem; got {type(prob).__name__}")
-    return train_batch([prob], param=param, steps=steps, lr=lr, normalized=normalized,
-                       loss=loss, init=None if init is None else [init], seed=seed,
-                       record_every=record_every, m=m, ridge=ridge,
-                       saturation_tol=saturation_tol, optimizer=optimizer, p=p, eps=eps,
-                       centred=centred, train_v=train_v,
-                       init_v=None if init_v is None else [init_v], init_scale=init_scale,
-                       init_kind=init_kind, weight_decay=weight_decay)[0]
+    return train_batch(
+        [prob],
+        param=param,
+        steps=steps,
+        lr=lr,
+        normalized=normalized,
+        loss=loss,
+        init=None if init is None else [init],
+        seed=seed,
+        record_every=record_every,
+        m=m,
+        ridge=ridge,
+        saturation_tol=saturation_tol,
+        optimizer=optimizer,
+        p=p,
+        eps=eps,
+        centred=centred,
+        train_v=train_v,
+        init_v=None if init_v is None else [init_v],
+        init_scale=init_scale,
+        init_kind=init_kind,
+        weight_decay=weight_decay,
+    )[0]
 
 
-def train_batch(probs, *, param: str = "W", steps: int = 2000, lr: float = 0.1,
-                normalized: bool = True, loss: str = "logistic", init=None, seed: int = 0,
-                record_every: int = 1, m: int | None = None, ridge: float | None = None,
-                saturation_tol: float | None = None, devices=None,
-                optimizer: str | None = None, p: float | None = None, eps: float | None = None,
-                centred: bool | None = None, train_v: bool = False,
-                init_v=None, init_scale: float | None = None,
-                init_kind: str | None = None, weight_decay: float | None = None) -> Trajectory:
-    """Run GD on several problems of equal shape at once (one compiled, vmapped program).
+def train_batch(
+    probs,
+    *,
+    param: str = "W",
+    steps: int = 2000,
+    lr: float = 0.1,
+    normalized: bool = True,
+    loss: str = "logistic",
+    init=None,
+    seed: int = 0,
+    record_every: int = 1,
+    m: int | None = None,
+    ridge: float | None = None,
+    saturation_tol: float | None = None,
+    devices=None,
+    optimizer: str | None = None,
+    p: float | None = None,
+    eps: float | None = None,
+    centred: bool | None = None,
+    train_v: bool = False,
+    init_v=None,
+    init_scale: float | None = None,
+    init_kind: str | None = None,
+    weight_decay: float | None = None,
+) -> Trajectory:
+    """Run GD on several problems of equal shape at once (one compiled, vmapped program);
+    returns a batched `Trajectory` (index it for single runs).
 
     Args:
         probs: sequence of B `Problem`s with equal (n, T, d), head and query mode.
@@ -280,10 +452,9 @@ def train_batch(probs, *, param: str = "W", steps: int = 2000, lr: float = 0.1,
         saturation_tol: threshold of `Trajectory.saturated_at`; None: where a run with
             these gradient settings stops (`trajectory.saturation_tol_for`: 1e-300 for the
             exact default, 1e-13 for the authors' gradient).
-        devices: the JAX devices to spread the runs over (default: every accelerator; on
-            the CPU, a batch of 32 runs or more is split into one block per CPU device, one
-            per core: `batching.cpu_split`). One device runs the whole batch there (sweeps
-            deal fixed-size chunks to devices this way).
+        devices: the JAX devices to spread the runs over (default: every accelerator; on the
+            CPU, a batch of 32 runs or more is split into one block per CPU device, one per
+            core: `batching.cpu_split`). One device runs it all (sweeps deal chunks this way).
         optimizer: the update rule, one of `optimizers.OPTIMIZERS` ("gd", "ngd", "polyak",
             "md", "nmd", "sign", "spectral"; for "KQ" gd/ngd/polyak/sign); default "ngd"
             ("gd" when normalized=False). Traced: switching rules does not recompile.
@@ -302,30 +473,53 @@ def train_batch(probs, *, param: str = "W", steps: int = 2000, lr: float = 0.1,
             The attention keeps the exact centred gradient. `Trajectory.v` records v.
         init_v: with train_v, B starting heads (d,) (zero allowed); None: the problems' v.
 
-    Returns:
-        A batched `Trajectory` (index it for single runs).
-
     Long because its docstring documents every option of the public entry point.
     """
     probs = _check_probs(probs)
-    p0, B = probs[0], len(probs)
-    cfg = _check_settings(p0, param=param, steps=steps, lr=lr, normalized=normalized,
-                          loss=loss, record_every=record_every, m=m, ridge=ridge, n_runs=B,
-                          optimizer=optimizer, p=p, eps=eps, centred=centred,
-                          weight_decay=weight_decay)
-    seed = check_int("seed", seed, 0, 2**63 - 1)
+    gd = dict(param=param, steps=steps, lr=lr, normalized=normalized, loss=loss, m=m, ridge=ridge)
+    rule = dict(optimizer=optimizer, p=p, eps=eps, centred=centred, weight_decay=weight_decay)
+    cfg = _check_settings(probs[0], **gd, **rule, record_every=record_every, n_runs=len(probs))
+    start = dict(init=init, seed=seed, init_scale=init_scale, init_kind=init_kind)
+    return _train_checked(probs, cfg, start, saturation_tol, devices, train_v, init_v)
+
+
+def _train_checked(probs, cfg: dict, start: dict, saturation_tol, devices, train_v, init_v):
+    """`train_batch` once the problems and the GD settings `cfg` are checked: check the start
+    (init, seed, init_scale, init_kind in `start`), pad, run and unpad."""
+    p0, B, m, param = probs[0], len(probs), cfg["m"], cfg["param"]
+    init_scale, init_kind = start["init_scale"], start["init_kind"]
+    seed = check_int("seed", start["seed"], 0, 2**63 - 1)
     if saturation_tol is None:
         saturation_tol = saturation_tol_for(centred=cfg["centred"], eps=cfg["eps"])
     check_float("saturation_tol", saturation_tol, 0.0, 1.0)
-    m = cfg["m"]
-    inits = _inits(probs, init, param=param, seed=seed, m=m, init_scale=init_scale,
-                   init_kind=init_kind, loss=cfg["loss"])
+    inits = _inits(
+        probs,
+        start["init"],
+        param=param,
+        seed=seed,
+        m=m,
+        init_scale=init_scale,
+        init_kind=init_kind,
+        loss=cfg["loss"],
+    )
     train_v = _check_train_v(probs, train_v, cfg["optimizer"])
     stacked, params0 = _padded(probs, inits, init_v, train_v=train_v, param=param, m=m)
     recs, final, bad_at = _run_form(cfg, stacked, params0, devices, head=p0.head, train_v=train_v)
-    settings = dict(cfg, train_v=train_v, seed=seed, init_scale=init_scale,
-                    init_kind=init_kind, saturation_tol=float(saturation_tol), n=p0.n, T=p0.T,
-                    d=p0.d, head=p0.head, queries=p0.queries, attention=p0.attention, runs=B)
+    settings = dict(
+        cfg,
+        train_v=train_v,
+        seed=seed,
+        init_scale=init_scale,
+        init_kind=init_kind,
+        saturation_tol=float(saturation_tol),
+        n=p0.n,
+        T=p0.T,
+        d=p0.d,
+        head=p0.head,
+        queries=p0.queries,
+        attention=p0.attention,
+        runs=B,
+    )
     return _unpad(p0, B, recs, final, bad_at, settings)
 
 
@@ -372,11 +566,11 @@ def _from_span(span, recs, final, B: int, *, train_v: bool):
     V, W0 = span
     d = W0.shape[-1]
 
-    def to_W(e):                                   # e (B, k, p) → W (B, k, d, d)
+    def to_W(e):  # e (B, k, p) → W (B, k, d, d)
         return (e @ V + W0.reshape(len(W0), 1, d * d)).reshape(len(W0), -1, d, d)
 
     e_recs = np.moveaxis(np.asarray(recs[0]), 1, 0)[:B]
-    W_recs = np.moveaxis(to_W(e_recs), 0, 1)       # record-major view, as the engine's
+    W_recs = np.moveaxis(to_W(e_recs), 0, 1)  # record-major view, as the engine's
     ef = np.asarray(final[0] if train_v else final)[:B]
     Wf = to_W(ef[:, None])[:, 0]
     return (W_recs, *recs[1:]), ((Wf, final[1]) if train_v else Wf)
@@ -406,13 +600,17 @@ def _simulate_parts(cfg: dict, stacked: dict, params0, devices, *, head: str, tr
     stacked, params0 = repeat_last(stacked, params0, -(-B // len(devices)) * len(devices))
     mesh = jax.sharding.Mesh(np.array(devices), ("runs",))
     runs = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("runs"))
-    args, static = _engine_args(cfg, jax.device_put(params0, runs),
-                                jax.device_put(model.Data(**stacked), runs), head=head,
-                                train_v=train_v)
+    args, static = _engine_args(
+        cfg,
+        jax.device_put(params0, runs),
+        jax.device_put(model.Data(**stacked), runs),
+        head=head,
+        train_v=train_v,
+    )
     traces = compile_count()
-    shapes = simulate_split.eval_shape(*args, mesh=mesh, **static)[0]   # traced once, reused
+    shapes = simulate_split.eval_shape(*args, mesh=mesh, **static)[0]  # traced once, reused
     out = [np.empty(a.shape, a.dtype) for a in shapes]
-    touch = compile_count() > traces    # a warm call does not: beside the program, 10 % slower
+    touch = compile_count() > traces  # a warm call does not: beside the program, 10 % slower
     with ThreadPoolExecutor(len(devices)) as pool:
         touched = pool.submit(lambda: [o.fill(0) for o in out] if touch else None)  # no GIL
         recs, final, bad_at = simulate_split(*args, mesh=mesh, **static)
@@ -441,14 +639,31 @@ def _simulate_parts(cfg: dict, stacked: dict, params0, devices, *, head: str, tr
 def _engine_args(cfg: dict, params0, data, *, head: str, train_v: bool):
     """The engine's arguments and static settings for checked settings `cfg`: traced
     numbers, static structure (`engine.simulate`, `engine.simulate_split`)."""
-    f64 = lambda x: jnp.asarray(x, jnp.float64)   # noqa: E731
-    hyper = Hyper(lr=f64(cfg["lr"]), p=f64(cfg["p"] or 2.0), eps=f64(cfg["eps"]),
-                  cap=f64(np.inf), gap=f64(0.0), max_step=f64(10.0 * cfg["lr"]))
-    static = dict(rule=cfg["optimizer"], param=cfg["param"], head=head, loss=cfg["loss"],
-                  centred=cfg["centred"], n_records=cfg["steps"] // cfg["record_every"],
-                  train_v=train_v)
-    return (params0, data, hyper, f64(cfg["ridge"]),
-            jnp.asarray(cfg["record_every"], jnp.int64)), static
+    f64 = lambda x: jnp.asarray(x, jnp.float64)  # noqa: E731
+    hyper = Hyper(
+        lr=f64(cfg["lr"]),
+        p=f64(cfg["p"] or 2.0),
+        eps=f64(cfg["eps"]),
+        cap=f64(np.inf),
+        gap=f64(0.0),
+        max_step=f64(10.0 * cfg["lr"]),
+    )
+    static = dict(
+        rule=cfg["optimizer"],
+        param=cfg["param"],
+        head=head,
+        loss=cfg["loss"],
+        centred=cfg["centred"],
+        n_records=cfg["steps"] // cfg["record_every"],
+        train_v=train_v,
+    )
+    return (
+        params0,
+        data,
+        hyper,
+        f64(cfg["ridge"]),
+        jnp.asarray(cfg["record_every"], jnp.int64),
+    ), static
 
 
 def _simulate(cfg: dict, params0, data, *, head: str, train_v: bool):
@@ -463,8 +678,10 @@ def _check_train_v(probs, train_v, optimizer: str) -> bool:
     if train_v and probs[0].head != "linear":
         raise ValueError(f"`train_v` needs the linear head; got head={probs[0].head!r}")
     if train_v and optimizer not in JOINT_OPTIMIZERS:
-        raise ValueError(f"`optimizer` must be one of {list(JOINT_OPTIMIZERS)} with "
-                         f"train_v=True; got {optimizer!r}")
+        raise ValueError(
+            f"`optimizer` must be one of {list(JOINT_OPTIMIZERS)} with "
+            f"train_v=True; got {optimizer!r}"
+        )
     return bool(train_v)
 
 
@@ -474,8 +691,9 @@ def _init_heads(probs, init_v, db: int) -> np.ndarray:
     if init_v is None:
         init_v = [p.v for p in probs]
     if not isinstance(init_v, (list, tuple)) or len(init_v) != B:
-        raise ValueError(f"`init_v` must be None or a list of {B} vectors (d,); "
-                         f"got {type(init_v).__name__}")
+        raise ValueError(
+            f"`init_v` must be None or a list of {B} vectors (d,); got {type(init_v).__name__}"
+        )
     out = np.zeros((B, db))
     for b, a in enumerate(init_v):
         try:
@@ -494,7 +712,7 @@ def _unpad(p0: Problem, B: int, recs, final, bad_at, settings: dict) -> Trajecto
     """The engine's padded, record-major output as a batched Trajectory of B real runs."""
     n, T, d = p0.shape
     m = settings["m"]
-    Wr, S, L, G = (np.moveaxis(np.asarray(a), 1, 0)[:B] for a in recs[:4])   # (B, k, ...)
+    Wr, S, L, G = (np.moveaxis(np.asarray(a), 1, 0)[:B] for a in recs[:4])  # (B, k, ...)
     v = np.moveaxis(np.asarray(recs[4]), 1, 0)[:B, :, :d] if len(recs) > 4 else None
     if v is not None:
         final = final[0]
@@ -507,7 +725,17 @@ def _unpad(p0: Problem, B: int, recs, final, bad_at, settings: dict) -> Trajecto
     if settings["param"] == "KQ":
         Kf = np.asarray(final[0])[:B, :d, :m]
         Qf = np.asarray(final[1])[:B, :d, :m]
-    return Trajectory(W=W, probs=S, loss=L, grad_norm=G,
-                      steps=np.arange(0, settings["steps"] + 1, settings["record_every"]),
-                      K=Kf, Q=Qf, overflow_at=np.asarray(bad_at)[:B], settings=settings,
-                      backend=jax.default_backend(), batched=True, v=v)
+    return Trajectory(
+        W=W,
+        probs=S,
+        loss=L,
+        grad_norm=G,
+        steps=np.arange(0, settings["steps"] + 1, settings["record_every"]),
+        K=Kf,
+        Q=Qf,
+        overflow_at=np.asarray(bad_at)[:B],
+        settings=settings,
+        backend=jax.default_backend(),
+        batched=True,
+        v=v,
+    )

@@ -4,6 +4,7 @@ Entries are recorded after 0, r, 2r, …, steps iterations (r = record_every); t
 quantities (selection α, saturation, singular values) are the ones arXiv 2308.16898 §3-§4
 plot against the iteration count.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -28,15 +29,19 @@ def saturation_tol_for(*, centred: bool, eps: float) -> float:
 def saturation_message(tol: float) -> str:
     """What `Trajectory.saturated_at` means for a run whose threshold is `tol`."""
     if tol < 1e-200:
-        return (f"the non-selected softmax mass fell below {tol:.0e}: those weights underflow "
-                "in float64, the gradient is then exactly 0 and W stops moving — its "
-                "direction is as converged as float64 can make it.")
-    return (f"the non-selected mass fell below {tol:.0e}, so with the authors' normalizer "
-            "‖∇L‖ + 2⁻⁵² (their loop; also the default for nonlinear heads) the step shrinks "
-            "to nothing, and with plain autodiff the selected token's term is rounding noise. "
-            "W(k)'s direction is then **frozen, not converged** — correlations after that "
-            "measure where GD stopped. With the linear head the default exact gradient keeps "
-            "converging.")
+        return (
+            f"the non-selected softmax mass fell below {tol:.0e}: those weights underflow "
+            "in float64, the gradient is then exactly 0 and W stops moving — its "
+            "direction is as converged as float64 can make it."
+        )
+    return (
+        f"the non-selected mass fell below {tol:.0e}, so with the authors' normalizer "
+        "‖∇L‖ + 2⁻⁵² (their loop; also the default for nonlinear heads) the step shrinks "
+        "to nothing, and with plain autodiff the selected token's term is rounding noise. "
+        "W(k)'s direction is then **frozen, not converged** — correlations after that "
+        "measure where GD stopped. With the linear head the default exact gradient keeps "
+        "converging."
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -89,18 +94,37 @@ class Trajectory:
     def runs(self, index) -> "Trajectory":
         """The runs at `index` (an int: one run; a slice or index array: a batch)."""
         per_run = ("W", "probs", "loss", "grad_norm", "K", "Q", "overflow_at", "v")
-        return replace(self, batched=not isinstance(index, (int, np.integer)),
-                       **{k: None if getattr(self, k) is None else getattr(self, k)[index]
-                          for k in per_run})
+        return replace(
+            self,
+            batched=not isinstance(index, (int, np.integer)),
+            **{k: None if getattr(self, k) is None else getattr(self, k)[index] for k in per_run},
+        )
 
     @classmethod
-    def from_records(cls, *, W, probs, loss, grad_norm, steps, overflow_at=-1,
-                     saturation_tol: float = UNDERFLOW_TOL) -> "Trajectory":
+    def from_records(
+        cls,
+        *,
+        W,
+        probs,
+        loss,
+        grad_norm,
+        steps,
+        overflow_at=-1,
+        saturation_tol: float = UNDERFLOW_TOL,
+    ) -> "Trajectory":
         """A single run from recorded arrays (e.g. a run assembled chunk by chunk); the
         default threshold is the library default's (exact gradient)."""
-        return cls(W=W, probs=probs, loss=loss, grad_norm=grad_norm, steps=steps, K=None,
-                   Q=None, overflow_at=np.asarray(overflow_at),
-                   settings={"saturation_tol": saturation_tol})
+        return cls(
+            W=W,
+            probs=probs,
+            loss=loss,
+            grad_norm=grad_norm,
+            steps=steps,
+            K=None,
+            Q=None,
+            overflow_at=np.asarray(overflow_at),
+            settings={"saturation_tol": saturation_tol},
+        )
 
     # -- derived ---------------------------------------------------------------------------
     @property

@@ -1,9 +1,10 @@
 """The mean ± std band chart shared by the experiments' charts (`experiments`, `ntp`)."""
+
 from __future__ import annotations
 
 import altair as alt
 
-W, H = 300, 230     # a panel's size
+W, H = 300, 230  # a panel's size
 
 
 def band(df, *, x, y, color, title, y_title, scale=None, log_y=False, width=W, height=H):

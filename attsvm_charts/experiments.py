@@ -150,8 +150,14 @@ def multi_token(res) -> alt.VConcatChart:
         y=alt.Y("mean:Q", scale=LOG, title="mean 1 − corr"),
         color=alt.Color("direction:N", title=None, legend=alt.Legend(orient="bottom")),
         strokeDash=alt.StrokeDash("direction:N", legend=None),
-        tooltip=["d", "direction", "step", alt.Tooltip("mean:Q", format=".3g"),
-                 alt.Tooltip("median:Q", format=".3g"), "count"],
+        tooltip=[
+            "d",
+            "direction",
+            "step",
+            alt.Tooltip("mean:Q", format=".3g"),
+            alt.Tooltip("median:Q", format=".3g"),
+            "count",
+        ],
     )
     sc = res.frames["scatter"]
     sc = sc[(sc.max_masked_prob > 0) & (sc.one_minus_corr > 0)]
@@ -160,8 +166,13 @@ def multi_token(res) -> alt.VConcatChart:
         x=alt.X("max_masked_prob:Q", scale=LOG, title="largest masked softmax"),
         y=alt.Y("one_minus_corr:Q", scale=LOG, title="final 1 − corr(W, W^SVMeq)"),
         color=alt.Color("multi_token:N", title="≥ 2 selected tokens"),
-        tooltip=["d", "seed", alt.Tooltip("max_masked_prob:Q", format=".2e"),
-                 alt.Tooltip("one_minus_corr:Q", format=".3g"), "mean_selected"],
+        tooltip=[
+            "d",
+            "seed",
+            alt.Tooltip("max_masked_prob:Q", format=".2e"),
+            alt.Tooltip("one_minus_corr:Q", format=".3g"),
+            "mean_selected",
+        ],
     )
     return (
         alt.vconcat(top, bottom)
@@ -182,20 +193,38 @@ def svm_rank(res) -> alt.HConcatChart:
         if style == "accurate"
         else "published style: SCS, abs tol 1e-7, infeasible → 1"
     )
+
     def over_d(data, y: str, y_title: str, tooltip: list, **more) -> alt.Chart:
         """`y` against d, one line per (n, T)."""
-        return alt.Chart(data).mark_line(point=True).encode(
-            x=alt.X("d:Q", title="d"), y=alt.Y(f"{y}:Q", title=y_title),
-            color=alt.Color("n, T:N", title=None), tooltip=["n", "T", "d", *tooltip], **more)
+        return (
+            alt.Chart(data)
+            .mark_line(point=True)
+            .encode(
+                x=alt.X("d:Q", title="d"),
+                y=alt.Y(f"{y}:Q", title=y_title),
+                color=alt.Color("n, T:N", title=None),
+                tooltip=["n", "T", "d", *tooltip],
+                **more,
+            )
+        )
 
     lines = over_d(
-        c, "mean_rank", "mean rank",
-        ["SVM", alt.Tooltip("mean_rank:Q", format=".3f"), "instances", "drawn",
-         alt.Tooltip("feasible_fraction:Q", format=".3f")],
+        c,
+        "mean_rank",
+        "mean rank",
+        [
+            "SVM",
+            alt.Tooltip("mean_rank:Q", format=".3f"),
+            "instances",
+            "drawn",
+            alt.Tooltip("feasible_fraction:Q", format=".3f"),
+        ],
         strokeDash=alt.StrokeDash("SVM:N", title=None),
     ).properties(width=380, height=280, title=f"Rank of the SVM solutions ({how})")
     feas = over_d(
-        c[c.norm == "fro"], "feasible_fraction", "fraction feasible",
+        c[c.norm == "fro"],
+        "feasible_fraction",
+        "fraction feasible",
         [alt.Tooltip("feasible_fraction:Q", format=".3f"), "drawn"],
     ).properties(width=260, height=280, title="Feasible Att-SVM at opt (reported separately)")
     return alt.hconcat(lines, feas)
@@ -281,26 +310,40 @@ def sequence_causal(res) -> alt.LayerChart:
 
 
 def lp_mirror_descent(res) -> alt.HConcatChart | alt.VConcatChart:
-    h = res.frames["heatmap"].assign(run=lambda d: "MD p=" + d.p.map("{:g}".format),
-                                     svm=lambda d: "ℓ" + d.p_svm.map("{:g}".format) + "-SVM")
-    base = alt.Chart(h).encode(x=alt.X("svm:N", title="Att-SVM at the final selection"),
-                               y=alt.Y("run:N", title=None))
+    h = res.frames["heatmap"].assign(
+        run=lambda d: "MD p=" + d.p.map("{:g}".format),
+        svm=lambda d: "ℓ" + d.p_svm.map("{:g}".format) + "-SVM",
+    )
+    base = alt.Chart(h).encode(
+        x=alt.X("svm:N", title="Att-SVM at the final selection"), y=alt.Y("run:N", title=None)
+    )
     heat = base.mark_rect().encode(
         color=alt.Color("corr:Q", scale=alt.Scale(scheme="viridis"), title="median corr"),
-        tooltip=["run:N", "svm:N", alt.Tooltip("corr:Q", format=".5f")])
+        tooltip=["run:N", "svm:N", alt.Tooltip("corr:Q", format=".5f")],
+    )
     text = base.mark_text(fontSize=11).encode(
         text=alt.Text("corr:Q", format=".4f"),
-        color=alt.condition("datum.corr > 0.97", alt.value("black"), alt.value("white")))
-    left = (heat + text).properties(title="corr(W, ℓp'-AttSVM): the diagonal is each run's own p",
-                                    width=W, height=H)
+        color=alt.condition("datum.corr > 0.97", alt.value("black"), alt.value("white")),
+    )
+    left = (heat + text).properties(
+        title="corr(W, ℓp'-AttSVM): the diagonal is each run's own p", width=W, height=H
+    )
     b = res.frames["by_p"].assign(run=lambda d: "MD p=" + d.p.map("{:g}".format))
-    right = alt.Chart(b).mark_bar().encode(
-        x=alt.X("share_opt:Q", title="share of runs selecting opt", scale=alt.Scale(domain=[0, 1])),
-        y=alt.Y("run:N", title=None),
-        tooltip=["run:N", "share_opt:Q", "runs:Q"]).properties(
-        title="global tokens selected", width=200, height=H)
+    right = (
+        alt.Chart(b)
+        .mark_bar()
+        .encode(
+            x=alt.X(
+                "share_opt:Q", title="share of runs selecting opt", scale=alt.Scale(domain=[0, 1])
+            ),
+            y=alt.Y("run:N", title=None),
+            tooltip=["run:N", "share_opt:Q", "runs:Q"],
+        )
+        .properties(title="global tokens selected", width=200, height=H)
+    )
     top = alt.hconcat(left, right).properties(
-        title="ℓp mirror descent: median over instances (arXiv 2410.14581)")
+        title="ℓp mirror descent: median over instances (arXiv 2410.14581)"
+    )
     if "steepest_table" not in res.frames:
         return top
     return alt.vconcat(top, steepest_heatmap(res))
@@ -311,51 +354,102 @@ def adaptive_steps(res) -> alt.HConcatChart:
     c["rule"] = c["optimizer"].map({"gd": "GD", "ngd": "NGD", "polyak": "Polyak"})
     x = alt.X("step:Q", scale=alt.Scale(type="log"), title="iteration")
     col = alt.Color("rule:N", title=None, legend=alt.Legend(orient="bottom"))
-    corr = alt.Chart(c).mark_line().encode(
-        x=x, y=alt.Y("corr_median:Q", title="median corr(W, W^mm_α)",
-                     scale=alt.Scale(zero=False)), color=col,
-        tooltip=["rule:N", "step:Q", alt.Tooltip("corr_median:Q", format=".6f")]).properties(
-        title="direction", width=W, height=H)
-    mass = alt.Chart(c).mark_line().encode(
-        x=x, y=alt.Y("log10_off_mass:Q", title="log10 median softmax mass off α"),
-        color=col, tooltip=["rule:N", "step:Q", alt.Tooltip("log10_off_mass:Q", format=".1f")]
-    ).properties(title="sparsification", width=W, height=H)
+    corr = (
+        alt.Chart(c)
+        .mark_line()
+        .encode(
+            x=x,
+            y=alt.Y("corr_median:Q", title="median corr(W, W^mm_α)", scale=alt.Scale(zero=False)),
+            color=col,
+            tooltip=["rule:N", "step:Q", alt.Tooltip("corr_median:Q", format=".6f")],
+        )
+        .properties(title="direction", width=W, height=H)
+    )
+    mass = (
+        alt.Chart(c)
+        .mark_line()
+        .encode(
+            x=x,
+            y=alt.Y("log10_off_mass:Q", title="log10 median softmax mass off α"),
+            color=col,
+            tooltip=["rule:N", "step:Q", alt.Tooltip("log10_off_mass:Q", format=".1f")],
+        )
+        .properties(title="sparsification", width=W, height=H)
+    )
     return alt.hconcat(corr, mass).properties(
-        title="GD vs NGD vs Polyak from W = 0 (arXiv 2402.05738)")
+        title="GD vs NGD vs Polyak from W = 0 (arXiv 2402.05738)"
+    )
 
 
 def real_words(res) -> alt.VConcatChart:
-    """Real words: which word GD selects, corr(W(k), W^mm_α), SVM feasibility against d."""
+    """Real words: which word GD selects, corr(W(k), W^mm_α), SVM feasibility against d.
+
+    Long because it draws three panels, each with its own encoding."""
     runs = res.frames["runs"].melt(
-        id_vars=["task"], value_vars=["selected_is_key", "opt_is_key"], var_name="measure",
-        value_name="share")
-    runs["measure"] = runs["measure"].map({"selected_is_key": "GD's word is the key word",
-                                           "opt_is_key": "opt is the key word"})
-    bars = alt.Chart(runs).mark_bar().encode(
-        x=alt.X("share:Q", scale=alt.Scale(domain=[0, 1]), title="share of sentences"),
-        y=alt.Y("measure:N", title=None), row=alt.Row("task:N", title=None),
-        color=alt.Color("measure:N", legend=None, scale=alt.Scale(range=["#525252", "#a3a3a3"])),
-        tooltip=["task:N", "measure:N", alt.Tooltip("share:Q", format=".3f")]).properties(
-        width=W - 80, height=40, title="the word attention selects")
+        id_vars=["task"],
+        value_vars=["selected_is_key", "opt_is_key"],
+        var_name="measure",
+        value_name="share",
+    )
+    runs["measure"] = runs["measure"].map(
+        {"selected_is_key": "GD's word is the key word", "opt_is_key": "opt is the key word"}
+    )
+    bars = (
+        alt.Chart(runs)
+        .mark_bar()
+        .encode(
+            x=alt.X("share:Q", scale=alt.Scale(domain=[0, 1]), title="share of sentences"),
+            y=alt.Y("measure:N", title=None),
+            row=alt.Row("task:N", title=None),
+            color=alt.Color(
+                "measure:N", legend=None, scale=alt.Scale(range=["#525252", "#a3a3a3"])
+            ),
+            tooltip=["task:N", "measure:N", alt.Tooltip("share:Q", format=".3f")],
+        )
+        .properties(width=W - 80, height=40, title="the word attention selects")
+    )
     c = res.frames["curves"].dropna(subset=["corr"])
     task = alt.Color("task:N", title="task", legend=alt.Legend(orient="right"))
-    corr = alt.Chart(c).mark_line().encode(
-        x=alt.X("step:Q", title="iteration"),
-        y=alt.Y("corr:Q", title="corr(W(k), W^mm_α)", scale=alt.Scale(zero=False)),
-        color=task, tooltip=["task:N", "step:Q", alt.Tooltip("corr:Q", format=".5f")]
-    ).properties(title="direction of W(k)", width=W, height=H)
+    corr = (
+        alt.Chart(c)
+        .mark_line()
+        .encode(
+            x=alt.X("step:Q", title="iteration"),
+            y=alt.Y("corr:Q", title="corr(W(k), W^mm_α)", scale=alt.Scale(zero=False)),
+            color=task,
+            tooltip=["task:N", "step:Q", alt.Tooltip("corr:Q", format=".5f")],
+        )
+        .properties(title="direction of W(k)", width=W, height=H)
+    )
     f = res.frames["feasibility"]
-    feas = alt.Chart(f).mark_line(point=True).encode(
-        x=alt.X("d:Q", title="d after PCA"),
-        y=alt.Y("feasible_share:Q", scale=alt.Scale(domain=[0, 1]),
-                title="share of feasible Att-SVMs at opt"),
-        color=task,
-        tooltip=["task:N", "d:Q", "subsets:Q", "ties:Q", "whole_task:N",
-                 alt.Tooltip("feasible_share:Q", format=".2f")]).properties(
-        title="feasibility of the SVM on real vectors", width=W, height=H)
+    feas = (
+        alt.Chart(f)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("d:Q", title="d after PCA"),
+            y=alt.Y(
+                "feasible_share:Q",
+                scale=alt.Scale(domain=[0, 1]),
+                title="share of feasible Att-SVMs at opt",
+            ),
+            color=task,
+            tooltip=[
+                "task:N",
+                "d:Q",
+                "subsets:Q",
+                "ties:Q",
+                "whole_task:N",
+                alt.Tooltip("feasible_share:Q", format=".2f"),
+            ],
+        )
+        .properties(title="feasibility of the SVM on real vectors", width=W, height=H)
+    )
     # the bars' colours say the measure (no legend): their own scale, so the task legend stays
-    return alt.vconcat(alt.hconcat(corr, feas), bars).resolve_scale(
-        color="independent").properties(title="Real words (GloVe 6B 50-d)")
+    return (
+        alt.vconcat(alt.hconcat(corr, feas), bars)
+        .resolve_scale(color="independent")
+        .properties(title="Real words (GloVe 6B 50-d)")
+    )
 
 
 def chart(res):

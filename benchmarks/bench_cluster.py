@@ -35,21 +35,23 @@ def main() -> None:
     here, there, cpu, same = [], [], [], True
     with cluster.use(args.cluster) as remote:
         for _ in range(args.repeats):
-            token = cluster.CLUSTER.set(None)       # this process, with the cluster kept up
+            token = cluster.CLUSTER.set(None)  # this process, with the cluster kept up
             a, t, _ = _timed(s)
             cluster.CLUSTER.reset(token)
             here.append(t)
             if not there:
-                experiments.run("multi-token", **warm)     # the workers compile
+                experiments.run("multi-token", **warm)  # the workers compile
             b, t, c = _timed(s)
             there.append(t)
             cpu.append(c)
             same &= all(a.frames[k].to_csv() == b.frames[k].to_csv() for k in a.frames)
         workers = len(remote.checked)
     h, r = statistics.median(here), statistics.median(there)
-    print(f"multi-token {s}: in process {h:.2f} s, on {args.cluster} ({workers} workers) "
-          f"{r:.2f} s (ratio {r / h:.2f}); this process's CPU on the cluster "
-          f"{statistics.median(cpu):.2f} s; same bits: {same}")
+    print(
+        f"multi-token {s}: in process {h:.2f} s, on {args.cluster} ({workers} workers) "
+        f"{r:.2f} s (ratio {r / h:.2f}); this process's CPU on the cluster "
+        f"{statistics.median(cpu):.2f} s; same bits: {same}"
+    )
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ its exact default gradient and with the authors' gradient, from the same data an
 initializations; the loop's first 50 steps are checked against the engine's (authors'
 gradient) to rounding. docs/performance.md says how to read the numbers.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,12 +58,12 @@ def torch_run(prob, init, *, steps: int, lr: float = 0.1, param: str = "W"):
             break
         opt.zero_grad()
         if param == "KQ":
-            loss = loss + RIDGE_EPS * sum((lin.weight ** 2).sum() for lin in lins)
+            loss = loss + RIDGE_EPS * sum((lin.weight**2).sum() for lin in lins)
         loss.backward()
         with torch.no_grad():
             for lin in lins:
                 g = lin.weight.grad
-                g /= g.norm() + 2.0 ** -52
+                g /= g.norm() + 2.0**-52
         opt.step()
     return torch.stack(Ws).numpy(), torch.stack(S).numpy(), np.array(L)
 
@@ -70,7 +71,7 @@ def torch_run(prob, init, *, steps: int, lr: float = 0.1, param: str = "W"):
 def _loop_time(probs, inits, param, *, steps, timed_runs):
     """The torch loop's time for the whole workload: the median of `timed_runs` runs, each
     timed alone, times the number of runs; and the runs' times."""
-    torch_run(probs[0], inits[0], steps=20, param=param)             # warm torch up
+    torch_run(probs[0], inits[0], steps=20, param=param)  # warm torch up
     times = []
     for b in range(min(timed_runs, len(probs))):
         t = time.perf_counter()
@@ -82,11 +83,13 @@ def _loop_time(probs, inits, param, *, steps, timed_runs):
 def _engine(probs, inits, param, *, steps, repeats, loop):
     """Cold and warm engine calls, against the loop's time `loop`; prints one line each."""
     for label, kw in (("exact default gradient", {}), ("authors' gradient", AUTHORS_GRADIENT)):
+
         def call(kw=kw):
             return train_batch(probs, param=param, steps=steps, lr=0.1, init=inits, **kw)
+
         traces = compile_count()
         t = time.perf_counter()
-        call()                                                       # cold: trace + compile
+        call()  # cold: trace + compile
         cold = time.perf_counter() - t
         warm = []
         for _ in range(repeats):
@@ -94,46 +97,56 @@ def _engine(probs, inits, param, *, steps, repeats, loop):
             call()
             warm.append(time.perf_counter() - t)
         w = statistics.median(warm)
-        print(f"  engine {param:2s}, {label}: cold {cold:.2f} s → {loop / cold:4.0f}×; warm "
-              f"{w:.3f} s (median of {repeats}: {', '.join(f'{x:.3f}' for x in warm)}) → "
-              f"{loop / w:4.0f}× the torch loop; programs compiled {compile_count() - traces}")
+        print(
+            f"  engine {param:2s}, {label}: cold {cold:.2f} s → {loop / cold:4.0f}×; warm "
+            f"{w:.3f} s (median of {repeats}: {', '.join(f'{x:.3f}' for x in warm)}) → "
+            f"{loop / w:4.0f}× the torch loop; programs compiled {compile_count() - traces}"
+        )
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_torch",
-                                 description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.bench_torch", description=__doc__.split("\n")[0]
+    )
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--torch-runs", type=int, default=5, help="loop runs actually timed")
     ap.add_argument("--repeats", type=int, default=5, help="warm engine repeats (median)")
     args = ap.parse_args(argv)
-    runtime.configure(compile_cache=False)   # as the CLI; compiles are timed cold
+    runtime.configure(compile_cache=False)  # as the CLI; compiles are timed cold
     try:
         import torch
     except ImportError:
         raise SystemExit("needs PyTorch: pip install torch") from None
-    torch.set_num_threads(1)            # tiny tensors: threads only add overhead
+    torch.set_num_threads(1)  # tiny tensors: threads only add overhead
     probs = [problems.random_problem(6, 8, 10, seed=s) for s in range(args.runs)]
-    print(f"benchmarks.bench_torch — torch {torch.__version__}; {args.runs} runs × "
-          f"{args.steps} steps, n=6, T=8, d=10, every step recorded")
+    print(
+        f"benchmarks.bench_torch — torch {torch.__version__}; {args.runs} runs × "
+        f"{args.steps} steps, n=6, T=8, d=10, every step recorded"
+    )
     inits, loops, times = {}, {}, {}
     # the loops first: once JAX has run, its CPU threads would compete with torch
     for param in ("W", "KQ"):
         inits[param] = [default_init(p, param, seed=0, index=b) for b, p in enumerate(probs)]
-        loops[param], times[param] = _loop_time(probs, inits[param], param, steps=args.steps,
-                                                timed_runs=args.torch_runs)
+        loops[param], times[param] = _loop_time(
+            probs, inits[param], param, steps=args.steps, timed_runs=args.torch_runs
+        )
     for param in ("W", "KQ"):
         W, _, _ = torch_run(probs[0], inits[param][0], steps=50, param=param)
-        ref = train_batch(probs[:1], param=param, steps=50, lr=0.1, init=inits[param][:1],
-                          **AUTHORS_GRADIENT)
+        ref = train_batch(
+            probs[:1], param=param, steps=50, lr=0.1, init=inits[param][:1], **AUTHORS_GRADIENT
+        )
         agree = float(np.max(np.abs(W - ref.W[0])) / np.abs(W).max())
-        print(f"  torch loop {param:2s}: median run {statistics.median(times[param]):.3f} s "
-              f"({', '.join(f'{x:.3f}' for x in times[param])}); × {args.runs} runs: "
-              f"{loops[param]:.1f} s   (vs the engine, steps 0-50 of run 0: max rel diff "
-              f"{agree:.1e})")
+        print(
+            f"  torch loop {param:2s}: median run {statistics.median(times[param]):.3f} s "
+            f"({', '.join(f'{x:.3f}' for x in times[param])}); × {args.runs} runs: "
+            f"{loops[param]:.1f} s   (vs the engine, steps 0-50 of run 0: max rel diff "
+            f"{agree:.1e})"
+        )
     for param in ("W", "KQ"):
-        _engine(probs, inits[param], param, steps=args.steps, repeats=args.repeats,
-                loop=loops[param])
+        _engine(
+            probs, inits[param], param, steps=args.steps, repeats=args.repeats, loop=loops[param]
+        )
 
 
 if __name__ == "__main__":

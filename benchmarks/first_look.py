@@ -19,6 +19,7 @@ Starts `streamlit run app.py` on a free local port (hosted mode unless --local),
 Debian's chromium through Playwright, and stops the server at the end. A benchmark, not a
 test: run it by hand on a quiet machine (or under `nice -n -10` on a shared one).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,12 +35,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run"]
-PAGES = {"overview": "", "tour": "start-here", "playground": "token-selection",
-         "geometry": "geometry-2d", "basins": "local-optima",
-         "overparam": "over-parameterization", "rank": "rank-collapse",
-         "nonlinear": "nonlinear-heads", "sequences": "causal-attention",
-         "ntp": "next-token", "optimizers": "optimizer-norm", "reproduce": "paper-figures",
-         "hierarchy": "hierarchy-of-svms", "pretrained": "a-real-transformer"}
+PAGES = {
+    "overview": "",
+    "tour": "start-here",
+    "playground": "token-selection",
+    "geometry": "geometry-2d",
+    "basins": "local-optima",
+    "overparam": "over-parameterization",
+    "rank": "rank-collapse",
+    "nonlinear": "nonlinear-heads",
+    "sequences": "causal-attention",
+    "ntp": "next-token",
+    "optimizers": "optimizer-norm",
+    "reproduce": "paper-figures",
+    "hierarchy": "hierarchy-of-svms",
+    "pretrained": "a-real-transformer",
+}
 NO_CHART = {"tour", "reproduce"}
 SIDEBAR = '[data-testid="stSidebar"] [data-testid="stPageLink-NavLink"]'
 CHART = ".vega-embed canvas, .vega-embed svg"
@@ -59,10 +70,23 @@ def _server(hosted: bool, preload: bool = False):
     env["ATTSVM_MODE"] = "hosted" if hosted else "local"
     start = ["-m", "ui.serve"] if preload else ["-m", "streamlit", "run", "app.py"]
     proc = subprocess.Popen(
-        [sys.executable, *start, "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1",
-         "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            *start,
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     base = f"http://127.0.0.1:{port}"
     for _ in range(240):
         try:
@@ -81,8 +105,9 @@ def _visit(browser, url: str, chart: bool, ctx=None) -> tuple[float, float]:
     ctx = ctx or browser.new_context(viewport={"width": 1400, "height": 1800})
     page = ctx.new_page()
     try:
-        return _timed(page, lambda: page.goto(url, timeout=120_000), SIDEBAR,
-                      CHART if chart else None)
+        return _timed(
+            page, lambda: page.goto(url, timeout=120_000), SIDEBAR, CHART if chart else None
+        )
     finally:
         page.close()
         if own:
@@ -151,13 +176,17 @@ def main(argv=None) -> int:
             for name in names:
                 url = f"{base}/{PAGES[name]}"
                 chart = name not in NO_CHART
-                cold = _visit(browser, url, chart)          # first visit of this page
+                cold = _visit(browser, url, chart)  # first visit of this page
                 new = [_visit(browser, url, chart) for _ in range(args.repeat)]
                 back = [_visit(browser, url, chart, ctx=ctx) for _ in range(args.repeat)]
-                inapp = ([_in_app(tab, base, PAGES[name], chart) for _ in range(args.repeat)]
-                         if PAGES[name] else back)
-                rows.append((name, cold, *((_median(v, 0), _median(v, 1))
-                                           for v in (new, back, inapp))))
+                inapp = (
+                    [_in_app(tab, base, PAGES[name], chart) for _ in range(args.repeat)]
+                    if PAGES[name]
+                    else back
+                )
+                rows.append(
+                    (name, cold, *((_median(v, 0), _median(v, 1)) for v in (new, back, inapp)))
+                )
             ctx.close()
             browser.close()
     finally:
@@ -165,8 +194,11 @@ def main(argv=None) -> int:
         proc.wait(timeout=20)
     heads = ("cold", "new visitor", "returning", "in-app")
     print(f"{'':<11}" + "".join(f"{h:>22}" for h in heads))
-    print(f"{'page':<11}" + "   sidebar      chart" * len(heads)
-          + f"   (seconds; warm = median of {args.repeat})")
+    print(
+        f"{'page':<11}"
+        + "   sidebar      chart" * len(heads)
+        + f"   (seconds; warm = median of {args.repeat})"
+    )
     for name, *cols in rows:
         print(f"{name:<11}" + "".join(f"{a:>11.2f}{b:>11.2f}" for a, b in cols))
     return 0

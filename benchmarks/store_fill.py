@@ -11,6 +11,7 @@
 
 A benchmark, not a test: run it by hand (it takes minutes: the paper's defaults).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,15 +33,23 @@ def _count(page, text: str) -> int:
     return page.evaluate(f"{BODY}.split({text!r}).length - 1")
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The script's options: the store folder, the page to time, the wait, the server."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--store", default=None, help="store folder (default: a new empty one)")
     ap.add_argument("--page", default="geometry-2d", help="in-app page to time meanwhile")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for all")
-    ap.add_argument("--plain", action="store_true",
-                    help="start with `streamlit run app.py` instead of the Dockerfile's "
-                         "`python -m ui.serve` (imports before listening)")
-    args = ap.parse_args(argv)
+    ap.add_argument(
+        "--plain",
+        action="store_true",
+        help="start with `streamlit run app.py` instead of the Dockerfile's "
+        "`python -m ui.serve` (imports before listening)",
+    )
+    return ap
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
     preload = not args.plain
     from playwright.sync_api import sync_playwright
 
@@ -54,8 +63,10 @@ def main(argv=None) -> int:
         t_start = time.perf_counter()
         proc, base = first_look._server(hosted=True, preload=preload)
         t_server = time.perf_counter()
-        print(f"server ({'python -m ui.serve' if preload else 'streamlit run'}) answered "
-              f"{t_server - t_start:.1f} s after its start")
+        print(
+            f"server ({'python -m ui.serve' if preload else 'streamlit run'}) answered "
+            f"{t_server - t_start:.1f} s after its start"
+        )
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1800})
             t0 = time.perf_counter()
@@ -68,21 +79,28 @@ def main(argv=None) -> int:
                 done = _count(page, "Computed by attsvm")
                 if done != seen:
                     seen = done
-                    print(f"  {done:2d} of {n_all} cards stored at "
-                          f"{time.perf_counter() - t0:6.1f} s", flush=True)
+                    print(
+                        f"  {done:2d} of {n_all} cards stored at {time.perf_counter() - t0:6.1f} s",
+                        flush=True,
+                    )
                 if done >= n_paper and t_paper is None:
                     t_paper = time.perf_counter() - t0
                 if done >= n_all:
                     break
-                if len(inapp) < 3 and done < n_paper:      # while the filler computes
+                if len(inapp) < 3 and done < n_paper:  # while the filler computes
                     inapp.append(first_look._in_app(tab, base, args.page, True))
-                    print(f"  in-app change to {args.page} while filling: first chart "
-                          f"{inapp[-1][1]:.2f} s", flush=True)
+                    print(
+                        f"  in-app change to {args.page} while filling: first chart "
+                        f"{inapp[-1][1]:.2f} s",
+                        flush=True,
+                    )
                 time.sleep(1.0)
             lag = t0 - t_server
-            print(f"paper's {n_paper} cards: {t_paper and round(t_paper, 1)} s after opening the "
-                  f"page ({t_paper and round(t_paper + lag)} s after the server answered); "
-                  f"{seen} of {n_all} stored after {time.perf_counter() - t0:.1f} s")
+            print(
+                f"paper's {n_paper} cards: {t_paper and round(t_paper, 1)} s after opening the "
+                f"page ({t_paper and round(t_paper + lag)} s after the server answered); "
+                f"{seen} of {n_all} stored after {time.perf_counter() - t0:.1f} s"
+            )
         finally:
             proc.terminate()
             proc.wait(timeout=30)
@@ -98,10 +116,13 @@ def _restarted(browser, seen: int, preload: bool) -> None:
         page = browser.new_page(viewport={"width": 1400, "height": 1800})
         t0 = time.perf_counter()
         page.goto(f"{base}/paper-figures", timeout=120_000)
-        page.wait_for_function(f"document.querySelectorAll('.vega-embed').length >= {seen}",
-                               timeout=120_000)
-        print(f"restarted on the filled folder: {seen} charts "
-              f"{time.perf_counter() - t0:.1f} s after opening the page")
+        page.wait_for_function(
+            f"document.querySelectorAll('.vega-embed').length >= {seen}", timeout=120_000
+        )
+        print(
+            f"restarted on the filled folder: {seen} charts "
+            f"{time.perf_counter() - t0:.1f} s after opening the page"
+        )
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -37,6 +37,7 @@ Its output (CPU, float64):
     spectral-norm 0.985-0.998 (fro 0.65-0.96), NGD Frobenius 0.983-0.996. Evidence for the
     conjectures of docs/followups.md §5 on these instances, not a theorem.
 """
+
 from __future__ import annotations
 
 import sys
@@ -54,14 +55,26 @@ def selection(prob, W):
 
 def centred_demo(seeds=range(10), steps=10_000, lr=0.1):
     ks = [1000, 2000, 5000, 10_000]
-    combos = {"centred, exact": (True, 0.0), "centred, eps": (True, 2.0 ** -52),
-              "plain, exact": (False, 0.0), "plain, eps (authors)": (False, 2.0 ** -52)}
+    combos = {
+        "centred, exact": (True, 0.0),
+        "centred, eps": (True, 2.0**-52),
+        "plain, exact": (False, 0.0),
+        "plain, eps (authors)": (False, 2.0**-52),
+    }
     res = {c: [] for c in combos}
     for s in seeds:
         prob = attsvm.random_problem(n=6, T=8, d=10, seed=s)
         for c, (centred, eps) in combos.items():
-            run = attsvm.train(prob, optimizer="ngd", steps=steps, lr=lr, centred=centred,
-                               eps=eps, init=np.zeros((10, 10)), record_every=1000)
+            run = attsvm.train(
+                prob,
+                optimizer="ngd",
+                steps=steps,
+                lr=lr,
+                centred=centred,
+                eps=eps,
+                init=np.zeros((10, 10)),
+                record_every=1000,
+            )
             sol = attsvm.solve_att_svm(prob, selection(prob, run.W[-1]))
             if not sol.feasible:
                 print(f"seed {s} {c}: SVM infeasible at the final selection")
@@ -70,19 +83,30 @@ def centred_demo(seeds=range(10), steps=10_000, lr=0.1):
     print(f"1 − corr(W(k), W^mm_α), medians over {len(list(seeds))} seeds, k = {ks}")
     for c, v in res.items():
         v = np.array(v)
-        print(f"  {c:18s}", "  ".join(f"{x:.1e}" for x in np.median(v, 0)),
-              f"   (max at 10k: {v[:, -1].max():.1e}, n={len(v)})")
+        print(
+            f"  {c:18s}",
+            "  ".join(f"{x:.1e}" for x in np.median(v, 0)),
+            f"   (max at 10k: {v[:, -1].max():.1e}, n={len(v)})",
+        )
 
 
-def md_demo(seeds=range(4), ps=(1.25, 1.5, 2.0, 3.0), lrs=(2e-4, 2e-3, 1e-2, 0.5),
-            steps=120_000, stop=300.0):
+def md_demo(
+    seeds=range(4), ps=(1.25, 1.5, 2.0, 3.0), lrs=(2e-4, 2e-3, 1e-2, 0.5), steps=120_000, stop=300.0
+):
     wins = own_ok = total = 0
     for s in seeds:
         prob = attsvm.random_problem(n=4, T=4, d=4, seed=s)
         print(f"seed {s}: opt = {attsvm.optimal_tokens(prob)}")
         for p, lr in zip(ps, lrs, strict=True):
-            run = attsvm.train(prob, optimizer="nmd", p=p, steps=steps, lr=lr,
-                               init=np.zeros((4, 4)), record_every=500)
+            run = attsvm.train(
+                prob,
+                optimizer="nmd",
+                p=p,
+                steps=steps,
+                lr=lr,
+                init=np.zeros((4, 4)),
+                record_every=500,
+            )
             norms = np.linalg.norm(run.W, axis=(1, 2))
             hit = np.nonzero(np.isfinite(norms) & (norms >= stop))[0]
             j = hit[0] if len(hit) else int(np.nonzero(np.isfinite(norms))[0][-1])
@@ -96,11 +120,11 @@ def md_demo(seeds=range(4), ps=(1.25, 1.5, 2.0, 3.0), lrs=(2e-4, 2e-3, 1e-2, 0.5
             total += 1
             wins += int(np.nanargmax(cors) == i)
             own_ok += int(cors[i] >= 0.99)
-            print(f"  p={p:<4} step {run.steps[j]:>6} ‖W‖={norms[j]:6.0f} α={alpha} "
-                  + "  ".join(f"ℓ{q}:{c:.4f}" for q, c in zip(ps, cors, strict=True)))
+            print(
+                f"  p={p:<4} step {run.steps[j]:>6} ‖W‖={norms[j]:6.0f} α={alpha} "
+                + "  ".join(f"ℓ{q}:{c:.4f}" for q, c in zip(ps, cors, strict=True))
+            )
     print(f"own SVM best in {wins}/{total} runs; own ≥ 0.99 in {own_ok}/{total}")
-
-
 
 
 def margin_ratio(prob, W, alpha, norm, p=None):
@@ -108,6 +132,7 @@ def margin_ratio(prob, W, alpha, norm, p=None):
     when the SVM's solution is not unique (ℓ∞, spectral), where a cosine with one optimum is
     not a fair test."""
     from attsvm.svm import constraint_rows, matrix_norm
+
     rows, _ = constraint_rows(prob, alpha)
     sol = attsvm.solve_att_svm(prob, alpha, norm=norm, p=p)
     return float((rows @ W.ravel()).min() / matrix_norm(W, norm, p) * sol.objective)
@@ -121,13 +146,15 @@ def steepest_demo(seeds=range(4), steps=40_000, lr=0.01):
     for s in seeds:
         prob = attsvm.random_problem(n=4, T=4, d=4, seed=s)
         for opt in ("sign", "spectral", "ngd"):
-            W = attsvm.train(prob, optimizer=opt, steps=steps, lr=lr, init=np.zeros((4, 4)),
-                             record_every=steps).W[-1]
+            W = attsvm.train(
+                prob, optimizer=opt, steps=steps, lr=lr, init=np.zeros((4, 4)), record_every=steps
+            ).W[-1]
             alpha = selection(prob, W)
             r = [margin_ratio(prob, W, alpha, n, p) for n, p in norms]
-            print(f"seed {s} {opt:8s} α={alpha} ‖W‖={np.linalg.norm(W):5.0f} "
-                  + " ".join(f"{n}{p or ''}:{x:.4f}" for (n, p), x in zip(norms, r,
-                                                                           strict=True)))
+            print(
+                f"seed {s} {opt:8s} α={alpha} ‖W‖={np.linalg.norm(W):5.0f} "
+                + " ".join(f"{n}{p or ''}:{x:.4f}" for (n, p), x in zip(norms, r, strict=True))
+            )
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ Note that the browser renders all N pages on the same machine as the server, so 
 CPU seconds the server and the browser each used per round, and the machine's load
 average when the round began.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 CHART = ".vega-embed canvas, .vega-embed svg"
 BAD = '[data-testid="stException"], [data-testid="stAlertContentError"]'
 PAGES = (("playground", "token-selection"), ("sweep", "over-parameterization"))
@@ -102,12 +111,29 @@ class Server:
         env = {**os.environ, "ATTSVM_MODE": mode, "PYTHONPATH": str(ROOT)}
         self._log = open(log, "w") if log else subprocess.DEVNULL
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-             "--server.address", "127.0.0.1", "--server.port", str(self.port),
-             "--browser.gatherUsageStats", "false",
-             # As the Dockerfile: a closed visitor's session is freed after 60 s, not 120 s.
-             "--server.disconnectedSessionTTL", "60"],
-            cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "streamlit",
+                "run",
+                "app.py",
+                "--server.headless",
+                "true",
+                "--server.address",
+                "127.0.0.1",
+                "--server.port",
+                str(self.port),
+                "--browser.gatherUsageStats",
+                "false",
+                # As the Dockerfile: a closed visitor's session is freed after 60 s, not 120 s.
+                "--server.disconnectedSessionTTL",
+                "60",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
         self.samples: list[tuple[float, float]] = []
         self._stop = threading.Event()
 
@@ -165,17 +191,18 @@ async def visit(browser, base: str, seed: int, timeout_s: float, pages=PAGES) ->
             t0 = time.perf_counter()
             try:
                 await page.goto(f"{base}/{path}?seed={seed}", timeout=timeout_s * 1000)
-                out[f"{name}_load"] = time.perf_counter() - t0      # HTML + JS loaded
+                out[f"{name}_load"] = time.perf_counter() - t0  # HTML + JS loaded
                 await page.wait_for_selector(CHART, timeout=timeout_s * 1000)
                 out[name] = time.perf_counter() - t0
                 # Let the script finish, then look for error boxes.
                 await page.wait_for_function(
                     "!document.querySelector('[data-testid=\"stStatusWidget\"]')",
-                    timeout=timeout_s * 1000)
+                    timeout=timeout_s * 1000,
+                )
                 bad = page.locator(BAD)
                 if await bad.count():
                     out["errors"].append(f"{name}: {(await bad.first.inner_text())[:200]}")
-            except Exception as exc:            # a timeout or a crash is a failed visit
+            except Exception as exc:  # a timeout or a crash is a failed visit
                 out[name] = None
                 out["errors"].append(f"{name}: {type(exc).__name__}: {str(exc)[:200]}")
     finally:
@@ -183,22 +210,30 @@ async def visit(browser, base: str, seed: int, timeout_s: float, pages=PAGES) ->
     return out
 
 
-async def round_(browser, server: Server, n: int, seed0: int, timeout_s: float, settle: float,
-                 pages=PAGES) -> dict:
+async def round_(
+    browser, server: Server, n: int, seed0: int, timeout_s: float, settle: float, pages=PAGES
+) -> dict:
     before, cpu0, load0 = server.rss(), server.cpu(), os.getloadavg()[0]
     client0 = tree_cpu_s(os.getpid(), server.proc.pid)
     t0 = time.time()
-    visits = await asyncio.gather(*(visit(browser, server.base, seed0 + k, timeout_s, pages)
-                                    for k in range(n)))
+    visits = await asyncio.gather(
+        *(visit(browser, server.base, seed0 + k, timeout_s, pages) for k in range(n))
+    )
     wall = time.time() - t0
     peak, cpu = server.peak_since(t0), server.cpu() - cpu0
     client = tree_cpu_s(os.getpid(), server.proc.pid) - client0
     await asyncio.sleep(settle)
-    row = {"N": n, "wall_s": wall, "server_cpu_s": cpu, "browser_cpu_s": client,
-           "load_avg_1min": load0,
-           "rss_before_mb": before, "rss_peak_mb": peak,
-           "rss_after_mb": server.rss(),
-           "errors": [e for v in visits for e in v["errors"]]}
+    row = {
+        "N": n,
+        "wall_s": wall,
+        "server_cpu_s": cpu,
+        "browser_cpu_s": client,
+        "load_avg_1min": load0,
+        "rss_before_mb": before,
+        "rss_peak_mb": peak,
+        "rss_after_mb": server.rss(),
+        "errors": [e for v in visits for e in v["errors"]],
+    }
     for name, _ in pages:
         times = [v[name] for v in visits if v.get(name) is not None]
         row[f"{name}_ok"] = len(times)
@@ -216,8 +251,15 @@ def percentile(xs, q: float) -> float:
     return xs[int(k) - 1]
 
 
-async def run(sessions, *, port: int = 0, timeout_s: float = 240, settle: float = 75,
-              pages=PAGES, log: Path | None = None) -> dict:
+async def run(
+    sessions,
+    *,
+    port: int = 0,
+    timeout_s: float = 240,
+    settle: float = 75,
+    pages=PAGES,
+    log: Path | None = None,
+) -> dict:
     """Start a server, warm it up, run one round per N in `sessions`; return the results."""
     from playwright.async_api import async_playwright
 
@@ -235,29 +277,41 @@ async def run(sessions, *, port: int = 0, timeout_s: float = 240, settle: float 
                 warm = await round_(browser, server, 1, 0, timeout_s, settle=2, pages=pages)
                 rows = []
                 for j, n in enumerate(sessions):
-                    rows.append(await round_(browser, server, n, 1000 * (j + 1), timeout_s,
-                                             settle, pages))
+                    rows.append(
+                        await round_(browser, server, n, 1000 * (j + 1), timeout_s, settle, pages)
+                    )
             finally:
                 await browser.close()
-        return {"start_s": started, "rss_idle_mb": idle, "warmup": warm, "rounds": rows,
-                "rss_end_mb": server.rss()}
+        return {
+            "start_s": started,
+            "rss_idle_mb": idle,
+            "warmup": warm,
+            "rounds": rows,
+            "rss_end_mb": server.rss(),
+        }
     finally:
         server.stop()
 
 
 def table(result: dict, pages=PAGES) -> str:
     f = lambda x: "—" if x is None else f"{x:.2f}"  # noqa: E731
-    head = ["N", "ok"] + [f"{p} p50/p95 s" for p, _ in pages] + \
-        ["RSS before/peak/after MB", "errors", "wall s", "CPU s server/browser", "load avg"]
+    head = (
+        ["N", "ok"]
+        + [f"{p} p50/p95 s" for p, _ in pages]
+        + ["RSS before/peak/after MB", "errors", "wall s", "CPU s server/browser", "load avg"]
+    )
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
     for r in [dict(result["warmup"], N="1 (warm-up)")] + result["rounds"]:
         ok = min(r[f"{p}_ok"] for p, _ in pages)
         cells = [str(r["N"]), str(ok)]
         cells += [f"{f(r[f'{p}_p50_s'])} / {f(r[f'{p}_p95_s'])}" for p, _ in pages]
-        cells += [f"{r['rss_before_mb']:.0f} / {r['rss_peak_mb']:.0f} / {r['rss_after_mb']:.0f}",
-                  str(len(r["errors"])), f"{r['wall_s']:.1f}",
-                  f"{r['server_cpu_s']:.0f} / {r['browser_cpu_s']:.0f}",
-                  f"{r['load_avg_1min']:.1f}"]
+        cells += [
+            f"{r['rss_before_mb']:.0f} / {r['rss_peak_mb']:.0f} / {r['rss_after_mb']:.0f}",
+            str(len(r["errors"])),
+            f"{r['wall_s']:.1f}",
+            f"{r['server_cpu_s']:.0f} / {r['browser_cpu_s']:.0f}",
+            f"{r['load_avg_1min']:.1f}",
+        ]
         lines.append(" | ".join(cells))
     return "\n".join(lines)
 
@@ -267,18 +321,25 @@ def main(argv=None):
     ap.add_argument("--sessions", default="1,5,20", help="comma-separated N values (≤ 50)")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=240, help="seconds per page per visitor")
-    ap.add_argument("--settle", type=float, default=75,
-                    help="seconds after a round before the 'after' memory reading")
+    ap.add_argument(
+        "--settle",
+        type=float,
+        default=75,
+        help="seconds after a round before the 'after' memory reading",
+    )
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument("--log", type=Path, help="write the server's output here")
     a = ap.parse_args(argv)
     if not Path(CHROMIUM).exists():
         sys.exit(f"{CHROMIUM} not found (apt-get install chromium)")
     sessions = [int(x) for x in a.sessions.split(",") if x.strip()]
-    result = asyncio.run(run(sessions, port=a.port, timeout_s=a.timeout, settle=a.settle,
-                             log=a.log))
-    print(f"server up in {result['start_s']:.1f} s, idle RSS {result['rss_idle_mb']:.0f} MB; "
-          f"hosted mode; one chromium, one context per visitor")
+    result = asyncio.run(
+        run(sessions, port=a.port, timeout_s=a.timeout, settle=a.settle, log=a.log)
+    )
+    print(
+        f"server up in {result['start_s']:.1f} s, idle RSS {result['rss_idle_mb']:.0f} MB; "
+        f"hosted mode; one chromium, one context per visitor"
+    )
     print(table(result))
     for r in result["rounds"]:
         for e in r["errors"][:5]:

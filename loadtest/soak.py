@@ -9,6 +9,7 @@ fifth action the over-parameterization sweep. A fresh session (a new AppTest) st
 `--session-every` actions, the old one dropped, as visitors come and go. Prints RSS every
 `--every` actions; bounded caches and session state show up as a plateau.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,7 +54,7 @@ def main(argv=None):
     print(f"{0:>8} {rss_mb():>8.0f} {time.time() - t0:>7.1f}", flush=True)
     failures = 0
     for k in range(1, a.actions + 1):
-        if k % a.session_every == 0:                # a visitor leaves, another arrives
+        if k % a.session_every == 0:  # a visitor leaves, another arrives
             del at
             gc.collect()
             at = session()

@@ -4,6 +4,7 @@ Silent broadcasting between arrays of different rank is an error in every test
 (`jax_numpy_rank_promotion="raise"`, as equinox's tests do): a shape bug in the engine must
 fail loudly rather than broadcast into a wrong but finite answer.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,8 +18,9 @@ os.environ["ATTSVM_FILL"] = "0"
 # nor the user's compilation cache: the run's workers, and the CLIs and servers they start,
 # share one of their own (one folder per pytest run: xdist gives its workers one run id)
 _RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID") or str(os.getpid())
-os.environ.setdefault("ATTSVM_XLA_CACHE",
-                      os.path.join(tempfile.gettempdir(), f"attsvm-test-xla-{_RUN}"))
+os.environ.setdefault(
+    "ATTSVM_XLA_CACHE", os.path.join(tempfile.gettempdir(), f"attsvm-test-xla-{_RUN}")
+)
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
@@ -35,8 +37,9 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 
 # Property tests: fixed shapes, few examples, no per-example deadline (the first example of a
 # property that trains pays for one compilation).
-settings.register_profile("attsvm", deadline=None, max_examples=15, derandomize=True,
-                          print_blob=True)
+settings.register_profile(
+    "attsvm", deadline=None, max_examples=15, derandomize=True, print_blob=True
+)
 settings.load_profile("attsvm")
 
 FIXTURE = Path(__file__).parents[2] / "shared" / "fixtures" / "official_local_converge_seed0.npz"
@@ -46,8 +49,10 @@ FIXTURE = Path(__file__).parents[2] / "shared" / "fixtures" / "official_local_co
 def fixture_npz():
     """The paper authors' own numbers for one instance (see shared/fixtures/README.md)."""
     if not FIXTURE.exists():
-        pytest.skip(f"reference fixture not found at {FIXTURE} (needs the shared/ checkout "
-                    "next to the repository)")
+        pytest.skip(
+            f"reference fixture not found at {FIXTURE} (needs the shared/ checkout "
+            "next to the repository)"
+        )
     with np.load(FIXTURE) as F:
         return {k: F[k] for k in F.files}
 
@@ -56,4 +61,3 @@ def fixture_npz():
 def fixture_problem(fixture_npz):
     F = fixture_npz
     return attsvm.Problem(X=F["X"], Y=F["Y"], Z=F["Z"], v=F["v"])
-

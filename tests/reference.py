@@ -3,6 +3,7 @@
 Written from the formulas, not from attsvm.model: queries, masks, heads, losses and the
 manual gradient  ∂L/∂W = Σ_ik Σ_t g_ikt x_it z_ikᵀ  with g = ∂L/∂(logits).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -37,13 +38,15 @@ def np_forward(prob, W):
 
 
 def np_loss(u, kind):
-    return {"logistic": np.logaddexp(0.0, -u), "exponential": np.exp(-u),
-            "correlation": -u}[kind]
+    return {"logistic": np.logaddexp(0.0, -u), "exponential": np.exp(-u), "correlation": -u}[kind]
 
 
 def np_dloss(u, kind):
-    return {"logistic": -1.0 / (1.0 + np.exp(u)), "exponential": -np.exp(-u),
-            "correlation": -np.ones_like(u)}[kind]
+    return {
+        "logistic": -1.0 / (1.0 + np.exp(u)),
+        "exponential": -np.exp(-u),
+        "correlation": -np.ones_like(u),
+    }[kind]
 
 
 def np_combined(params, param):
@@ -65,15 +68,15 @@ def np_grad(prob, params, param, loss, ridge=0.0):
     W = np_combined(params, param)
     f, s, r = np_forward(prob, W)
     Q, Y, _ = np_queries(prob)
-    dfn = np_dloss(Y * f, loss) * Y / prob.n                      # ∂L/∂f: (n, K)
+    dfn = np_dloss(Y * f, loss) * Y / prob.n  # ∂L/∂f: (n, K)
     if prob.head == "linear":
-        hr = np.broadcast_to(prob.v, r.shape)                      # ∂h/∂r: (n, K, d)
+        hr = np.broadcast_to(prob.v, r.shape)  # ∂h/∂r: (n, K, d)
     elif prob.head == "relu":
         hr = ((r @ prob.V) > 0) @ prob.V.T
     else:
         hr = prob.v - 2.0 * prob.lam * r
-    c = np.einsum("ntd,nkd->nkt", prob.X, hr)                     # ∂f/∂s_t
-    g = dfn[..., None] * s * (c - np.sum(s * c, -1, keepdims=True))   # ∂L/∂a: (n, K, T)
+    c = np.einsum("ntd,nkd->nkt", prob.X, hr)  # ∂f/∂s_t
+    g = dfn[..., None] * s * (c - np.sum(s * c, -1, keepdims=True))  # ∂L/∂a: (n, K, T)
     G = np.einsum("nkt,ntd,nke->de", g, prob.X, Q)
     if param == "W":
         return G
@@ -83,7 +86,7 @@ def np_grad(prob, params, param, loss, ridge=0.0):
 
 def np_gd(prob, init, param, *, steps, lr, loss, normalized=True, ridge=0.0):
     """Plain per-step numpy GD; returns W(0..steps) (steps+1, d, d) and losses."""
-    eps0 = 2.0 ** -52
+    eps0 = 2.0**-52
     params = init if param == "W" else (init[0].copy(), init[1].copy())
     Ws, Ls = [], []
     for k in range(steps + 1):

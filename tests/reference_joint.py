@@ -6,6 +6,7 @@ L = (1/n) Σ_i log(1 + e^{−Y_i f_i}), the centred logit gradient
 s_t (c_t − Σ_u s_u c_u), c_t = vᵀ(x_t − x_ρ), ρ = argmax_t, and the head gradient
 Σ_i ∂L/∂f_i r_i. Each tensor (W, or K and Q, and v) takes its own step.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,8 +28,8 @@ def joint_grads(prob, W, v):
     f = r @ v
     u = Y * f
     L = np.logaddexp(0.0, -u).sum() / n
-    df = -Y / (1.0 + np.exp(u)) / n                      # ∂L/∂f_i = −Y σ(−u) / n
-    h = X @ v                                             # (n, T)
+    df = -Y / (1.0 + np.exp(u)) / n  # ∂L/∂f_i = −Y σ(−u) / n
+    h = X @ v  # (n, T)
     c = h - h[np.arange(n), rho][:, None]
     ga = df[:, None] * s * (c - np.sum(s * c, -1, keepdims=True))
     gW = np.einsum("nt,ntd,ne->de", ga, X, Z)
@@ -64,7 +65,7 @@ def joint_ngd(prob, W0, v0, *, steps, lr, optimizer="ngd", param="W", p=2.0):
             P = [a - lr * g for a, g in zip(P, G, strict=True)]
         elif optimizer == "ngd":
             P = [a - lr * _unit(g) for a, g in zip(P, G, strict=True)]
-        else:   # nmd
+        else:  # nmd
             U = [u - lr * _unit(g, q=q) for u, g in zip(U, G, strict=True)]
             P = [np.sign(u) * np.abs(u) ** (1.0 / (p - 1.0)) for u in U]
     return np.array(Ws), np.array(vs)

@@ -7,6 +7,7 @@ which only matters far beyond these runs). L − L* reaches 1e-12 within 50 Poly
 what the plain difference of two ≈0.6 losses resolves, so `np_loss_gap` writes it per sample
 as a sum of non-negative terms (derivation in its docstring).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,7 +27,7 @@ def np_loss_gap(prob, W, loss):
     δ_i = Σ_t s_it (γ*_i − γ_it) ≥ 0, and for the logistic loss
     log(1 + e^{−γ*+δ}) − log(1 + e^{−γ*}) = log1p((e^δ − 1) · e^{−γ*} / (1 + e^{−γ*}))."""
     _, s, _ = np_forward(prob, W)
-    s = s[:, 0, :]                                                   # (n, T)
+    s = s[:, 0, :]  # (n, T)
     gam = prob.Y[:, None] * (prob.X @ prob.v)
     gs = gam.max(axis=1)
     delta = np.sum(s * (gs[:, None] - gam), axis=1)
@@ -46,16 +47,16 @@ def np_grad_centred(prob, params, param, loss, ridge=0.0):
     W = np_combined(params, param)
     f, s, r = np_forward(prob, W)
     Q, Y, _ = np_queries(prob)
-    dfn = np_dloss(Y * f, loss) * Y / prob.n                      # (n, K)
+    dfn = np_dloss(Y * f, loss) * Y / prob.n  # (n, K)
     if prob.head == "linear":
         hr = np.broadcast_to(prob.v, r.shape)
     elif prob.head == "relu":
         hr = ((r @ prob.V) > 0) @ prob.V.T
     else:
         hr = prob.v - 2.0 * prob.lam * r
-    rho = np.argmax(s, axis=-1)                                     # (n, K)
-    Xr = np.take_along_axis(prob.X, rho[:, :, None], axis=1)       # (n, K, d)
-    D = prob.X[:, None, :, :] - Xr[:, :, None, :]                  # (n, K, T, d)
+    rho = np.argmax(s, axis=-1)  # (n, K)
+    Xr = np.take_along_axis(prob.X, rho[:, :, None], axis=1)  # (n, K, d)
+    D = prob.X[:, None, :, :] - Xr[:, :, None, :]  # (n, K, T, d)
     c = np.einsum("nktd,nkd->nkt", D, hr)
     g = dfn[..., None] * s * (c - np.sum(s * c, -1, keepdims=True))
     G = np.einsum("nkt,nktd,nke->de", g, D, Q)
@@ -68,12 +69,26 @@ def np_grad_centred(prob, params, param, loss, ridge=0.0):
 def np_polar(G):
     """U_r V_rᵀ over the singular values > σ_max·max(shape)·2⁻⁵²."""
     U, s, Vt = np.linalg.svd(G, full_matrices=False)
-    r = int(np.sum(s > s[0] * max(G.shape) * 2.0 ** -52))
+    r = int(np.sum(s > s[0] * max(G.shape) * 2.0**-52))
     return U[:, :r] @ Vt[:r]
 
 
-def np_optimize(prob, init, param, *, optimizer, steps, lr, loss="logistic", p=None, eps=0.0,
-                cap=np.inf, max_step=np.inf, ridge=0.0, centred=True):
+def np_optimize(
+    prob,
+    init,
+    param,
+    *,
+    optimizer,
+    steps,
+    lr,
+    loss="logistic",
+    p=None,
+    eps=0.0,
+    cap=np.inf,
+    max_step=np.inf,
+    ridge=0.0,
+    centred=True,
+):
     """Run `steps` updates; returns W(0..steps) as (steps + 1, d, d). `centred`: the gradient
     `np_grad_centred` (else `reference.np_grad`, whose selected-token term cancels once
     1 − s_max is small: at L − L* ≈ 1e-12 it is already off by ~1e-4 relative)."""
@@ -81,7 +96,7 @@ def np_optimize(prob, init, param, *, optimizer, steps, lr, loss="logistic", p=N
     params = [np.array(init, dtype=float)] if param == "W" else [np.array(a, float) for a in init]
     Lstar = np_loss_infimum(prob, loss) if optimizer == "polyak" else None
     if optimizer in ("md", "nmd"):
-        U = [np.sign(w) * np.abs(w) ** (p - 1) for w in params]      # dual variable, kept
+        U = [np.sign(w) * np.abs(w) ** (p - 1) for w in params]  # dual variable, kept
         q = p / (p - 1)
     Ws = []
     for k in range(steps + 1):
@@ -94,8 +109,9 @@ def np_optimize(prob, init, param, *, optimizer, steps, lr, loss="logistic", p=N
         if optimizer == "gd":
             params = [w - lr * g for w, g in zip(params, G, strict=True)]
         elif optimizer == "ngd":
-            params = [w - lr * g / (np.linalg.norm(g) + eps)
-                      for w, g in zip(params, G, strict=True)]
+            params = [
+                w - lr * g / (np.linalg.norm(g) + eps) for w, g in zip(params, G, strict=True)
+            ]
         elif optimizer == "polyak":
             gap = np_loss_gap(prob, np_combined(cur, param), loss)
             assert abs(gap - (np_objective(prob, cur, param, loss) - Lstar)) <= 1e-14
@@ -106,8 +122,10 @@ def np_optimize(prob, init, param, *, optimizer, steps, lr, loss="logistic", p=N
             U = [u - lr * g for u, g in zip(U, G, strict=True)]
             params = [np.sign(u) * np.abs(u) ** (1 / (p - 1)) for u in U]
         elif optimizer == "nmd":
-            U = [u - lr * g / (np.sum(np.abs(g) ** q) ** (1 / q) + eps)
-                 for u, g in zip(U, G, strict=True)]
+            U = [
+                u - lr * g / (np.sum(np.abs(g) ** q) ** (1 / q) + eps)
+                for u, g in zip(U, G, strict=True)
+            ]
             params = [np.sign(u) * np.abs(u) ** (1 / (p - 1)) for u in U]
         elif optimizer == "sign":
             params = [w - lr * np.sign(g) for w, g in zip(params, G, strict=True)]

@@ -1,5 +1,6 @@
 """The benchmark script stays runnable and keeps comparing like with like (no timings
 are asserted: speed is reported by `python -m benchmarks.bench`, not tested)."""
+
 import numpy as np
 
 from attsvm import problems
@@ -31,8 +32,10 @@ def test_bench_gd_runs_and_agrees_with_the_loop(capsys):
     for param in ("W", "KQ"):
         r = out[param]
         assert r["agree"] < 1e-12
-        assert all(r[k] > 0 for k in ("warm", "warm_sparse", "warm_compute", "floor",
-                                      "loop_full", "loop_sparse"))
+        assert all(
+            r[k] > 0
+            for k in ("warm", "warm_sparse", "warm_compute", "floor", "loop_full", "loop_sparse")
+        )
         assert r["exact_cost"] > 0
     text = capsys.readouterr().out
     assert "floor: writing the same 2×21 records" in text

@@ -1,5 +1,6 @@
 """Every experiment is priced as a whole before it starts; over budget it is refused at once,
 naming what to lower and the largest value that fits."""
+
 from __future__ import annotations
 
 import re
@@ -44,11 +45,17 @@ def _hints(msg: str) -> dict:
     return {k: int(v.replace(",", "")) for k, v in re.findall(r"`(\w+)` (?:≤|up to) ([\d,]+)", msg)}
 
 
-@pytest.mark.parametrize("name,kw", [
-    ("local-convergence", {}), ("local-convergence", dict(runs=300, steps=4000)),
-    ("overparameterization", {}), ("multi-token", {}), ("sequence-causal", dict(runs=400)),
-    ("regularization-path", dict(radii=200)),
-])
+@pytest.mark.parametrize(
+    "name,kw",
+    [
+        ("local-convergence", {}),
+        ("local-convergence", dict(runs=300, steps=4000)),
+        ("overparameterization", {}),
+        ("multi-token", {}),
+        ("sequence-causal", dict(runs=400)),
+        ("regularization-path", dict(radii=200)),
+    ],
+)
 def test_each_hint_is_the_largest_value_that_fits(name, kw):
     s = experiments.settings(name, **kw)
     with pytest.raises(limits.BudgetError) as err:
@@ -57,13 +64,15 @@ def test_each_hint_is_the_largest_value_that_fits(name, kw):
     assert hints, str(err.value)
     fields = {f: getattr(s, f) for f in s.__dataclass_fields__}
     for field, best in hints.items():
+
         def at(x):
             v = tuple(g for g in getattr(s, field) if g <= x) if field == "ds" else x
             return SimpleNamespace(**{**fields, field: v})
+
         assert budget._fits(name, at(best), HOSTED), (field, best)
         nxt = best + 1 if field != "ds" else min(g for g in s.ds if g > best)
         assert not budget._fits(name, at(nxt), HOSTED), (field, nxt)
-        experiments.settings(name, **{**kw, field: getattr(at(best), field)})   # valid
+        experiments.settings(name, **{**kw, field: getattr(at(best), field)})  # valid
 
 
 def test_the_paper_defaults_that_fit_hosted_mode_still_run_there():

@@ -7,6 +7,7 @@ gradient and the cancellation-free L − L* agree with a 400-digit `decimal` eva
 plain formulas (no mpmath in the environment) to 1e-11 relative, while the plain float64
 gradient is wrong — not zero: it keeps Σ_t s_t (h_t − h_ρ) x_t zᵀ and loses the −x_ρ term.
 """
+
 from __future__ import annotations
 
 from decimal import Decimal, localcontext
@@ -32,15 +33,21 @@ def srel(a, b):
 
 @partial(jax.jit, static_argnames=("param", "head_kind", "loss_kind"))
 def _both(params, data, ridge, **kw):
-    return (jax.grad(model.objective)(params, data, ridge, **kw),
-            jax.grad(O.centred_objective)(params, data, ridge, **kw))
+    return (
+        jax.grad(model.objective)(params, data, ridge, **kw),
+        jax.grad(O.centred_objective)(params, data, ridge, **kw),
+    )
 
 
 def grads(prob, params, param, loss, ridge=0.0):
-    plain, cent = _both(params, O.problem_data(prob), ridge, param=param, head_kind=prob.head,
-                        loss_kind=loss)
-    flat = (lambda g: np.asarray(g)) if param == "W" else \
-        (lambda g: np.concatenate([np.ravel(a) for a in g]))
+    plain, cent = _both(
+        params, O.problem_data(prob), ridge, param=param, head_kind=prob.head, loss_kind=loss
+    )
+    flat = (
+        (lambda g: np.asarray(g))
+        if param == "W"
+        else (lambda g: np.concatenate([np.ravel(a) for a in g]))
+    )
     return flat(plain), flat(cent)
 
 
@@ -93,8 +100,10 @@ def decimal_reference(prob, W, digits=400):
         gap = Decimal(0)
         for i in range(n):
             y = Decimal(prob.Y[i])
-            a = [sum(X[i, t, j] * sum(Wd[j, k] * Z[i, k] for k in range(d)) for j in range(d))
-                 for t in range(T)]
+            a = [
+                sum(X[i, t, j] * sum(Wd[j, k] * Z[i, k] for k in range(d)) for j in range(d))
+                for t in range(T)
+            ]
             amax = max(a)
             e = [(at - amax).exp() for at in a]
             Ssum = sum(e)
@@ -105,12 +114,12 @@ def decimal_reference(prob, W, digits=400):
             c = [sum(hr[j] * X[i, t, j] for j in range(d)) for t in range(T)]
             sc = sum(s[t] * c[t] for t in range(T))
             u = y * f
-            dl = -1 / (1 + u.exp())                           # ℓ'(u), logistic
+            dl = -1 / (1 + u.exp())  # ℓ'(u), logistic
             for t in range(T):
                 ga = dl * y * s[t] * (c[t] - sc) / n
                 G += np.outer(X[i, t], Z[i]) * ga
             gam = max(y * sum(v[j] * X[i, t, j] for j in range(d)) for t in range(T))
-            ell = lambda z: (1 + (-z).exp()).ln()              # noqa: E731
+            ell = lambda z: (1 + (-z).exp()).ln()  # noqa: E731
             gap += (ell(u) - ell(gam)) / n
         return np.array(G, dtype=float), float(gap)
 
@@ -119,17 +128,19 @@ def decimal_reference(prob, W, digits=400):
 def test_centred_gradient_is_exact_deep_in_saturation(gap):
     prob = attsvm.random_problem(3, 4, 4, seed=5)
     Wmm = attsvm.solve_att_svm(prob).W
-    W = gap * Wmm                          # every non-selected logit ≥ `gap` below the top
+    W = gap * Wmm  # every non-selected logit ≥ `gap` below the top
     G_ref, gap_ref = decimal_reference(prob, W)
     plain, cent = grads(prob, W, "W", "logistic")
     assert 0 < np.abs(G_ref).max() < np.exp(-0.9 * gap)
     assert srel(cent, G_ref) <= 1e-11
-    assert srel(plain, G_ref) > 0.1          # the plain form is wrong, not merely inaccurate
+    assert srel(plain, G_ref) > 0.1  # the plain form is wrong, not merely inaccurate
     got = float(O.loss_gap(W, O.problem_data(prob), "logistic"))
     assert got == pytest.approx(gap_ref, rel=1e-11)
     # the plain L − L* has no digits left
-    assert abs(O.loss_infimum(prob) - float(model.risk(W, O.problem_data(prob), "linear",
-                                                       "logistic"))) < 1e-15
+    assert (
+        abs(O.loss_infimum(prob) - float(model.risk(W, O.problem_data(prob), "linear", "logistic")))
+        < 1e-15
+    )
 
 
 def test_quadratic_head_is_exact_in_saturation_too():

@@ -70,11 +70,26 @@ def test_helpers_are_started_only_for_experiments_they_pay_for():
     """`reproduce` starts helper processes (≈ 3 s of import each) only when one of its
     experiments shares work with them (svm-rank, over-parameterization); `fill` always."""
     from argparse import Namespace as Args
-    helped = {name: cli._helped(Args(command="reproduce", name=name))
-              for name in ("all", "svm-rank", "overparameterization", "multi-token",
-                           "followups", "no-such-experiment")}
-    assert helped == {"all": True, "svm-rank": True, "overparameterization": True,
-                      "multi-token": False, "followups": False, "no-such-experiment": False}
+
+    helped = {
+        name: cli._helped(Args(command="reproduce", name=name))
+        for name in (
+            "all",
+            "svm-rank",
+            "overparameterization",
+            "multi-token",
+            "followups",
+            "no-such-experiment",
+        )
+    }
+    assert helped == {
+        "all": True,
+        "svm-rank": True,
+        "overparameterization": True,
+        "multi-token": False,
+        "followups": False,
+        "no-such-experiment": False,
+    }
     assert cli._helped(Args(command="fill"))
 
 
@@ -116,7 +131,7 @@ def test_bad_input_is_an_error_message_not_a_traceback(tmp_path, capsys):
     assert main(["reproduce", "no-such", "--out", str(tmp_path)]) == 2
     assert main(["reproduce", "svm-rank", "--set", "style=pretty", "--out", str(tmp_path)]) == 2
     assert main(["reproduce", "svm-rank", "--set", "colour=red", "--out", str(tmp_path)]) == 2
-    deep = "ds=" + "-" * 5000 + "1"                  # nested past Python's parser
+    deep = "ds=" + "-" * 5000 + "1"  # nested past Python's parser
     assert main(["reproduce", "svm-rank", "--set", deep, "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "error: `NAME` must be one of" in err and "`style` must be one of" in err
@@ -136,12 +151,30 @@ def test_module_entry_point_lists_experiments():
 
 def _reproduce(out: Path, **env_changes) -> subprocess.CompletedProcess:
     import os
+
     env = dict(os.environ, PYTHONPATH=str(ROOT), **env_changes)
     env = {k: v for k, v in env.items() if v is not None}
-    return subprocess.run([sys.executable, "-m", "attsvm", "reproduce", "geometry-1",
-                           "--no-chart", "--no-store", "--quiet", "--steps", "300",
-                           "--out", str(out)],
-                          env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attsvm",
+            "reproduce",
+            "geometry-1",
+            "--no-chart",
+            "--no-store",
+            "--quiet",
+            "--steps",
+            "300",
+            "--out",
+            str(out),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
 
 
 def _entries(folder: Path) -> list:
@@ -154,7 +187,7 @@ def test_the_cli_keeps_compiled_programs_for_the_next_command(tmp_path):
     byte; ATTSVM_XLA_CACHE=off keeps none."""
     home = dict(ATTSVM_XLA_CACHE=None, XDG_CACHE_HOME=str(tmp_path / "home"))
     first = _reproduce(tmp_path / "a", **home)
-    (cache,) = (tmp_path / "home" / "attsvm" / "xla").iterdir()     # one CPU's folder
+    (cache,) = (tmp_path / "home" / "attsvm" / "xla").iterdir()  # one CPU's folder
     assert first.returncode == 0, first.stderr[-2000:]
     entries = _entries(cache)
     assert any(e.startswith("jit_simulate") for e in entries)

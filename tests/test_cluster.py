@@ -1,6 +1,7 @@
 """Sweeps on a Dask cluster (attsvm.cluster): the same bits as in this process, through a
 dead worker too, and a worker with other sources refused by name. Every process here binds
 127.0.0.1 only and is stopped by the test that started it."""
+
 from __future__ import annotations
 
 import os
@@ -44,9 +45,15 @@ def local_result():
 @pytest.fixture(scope="module")
 def dask_client():
     """A LocalCluster of two one-thread workers on 127.0.0.1, with the preload."""
-    lc = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  host="127.0.0.1", dashboard_address=None,
-                                  preload=["attsvm.cluster"], silence_logs=40)
+    lc = distributed.LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address=None,
+        preload=["attsvm.cluster"],
+        silence_logs=40,
+    )
     client = distributed.Client(lc)
     try:
         yield client
@@ -76,18 +83,23 @@ def test_use_a_dask_client_gives_the_local_bits(dask_client, local_result, monke
 
     pids = dask_client.run(os.getpid).values()
     procs = [psutil.Process(p) for p in pids] + [psutil.Process(p).parent() for p in pids]
-    bound = {c.laddr.ip for p in procs for c in p.net_connections(kind="inet")
-             if c.status == psutil.CONN_LISTEN}
+    bound = {
+        c.laddr.ip
+        for p in procs
+        for c in p.net_connections(kind="inet")
+        if c.status == psutil.CONN_LISTEN
+    }
     assert bound == {"127.0.0.1"}
     assert dask_client.scheduler.address.startswith("tcp://127.0.0.1:")
     where = res.backend["cluster"]
     assert where["tasks"] >= 2 and set(where["workers"]) <= set(remote.checked)
-    assert not dask_client.futures          # the tasks past the early stop were cancelled
-    assert not dask_client.status == "closed"   # a client given is left open
+    assert not dask_client.futures  # the tasks past the early stop were cancelled
+    assert not dask_client.status == "closed"  # a client given is left open
 
 
-def test_a_worker_killed_mid_sweep_does_not_change_the_result(dask_client, local_result,
-                                                              monkeypatch):
+def test_a_worker_killed_mid_sweep_does_not_change_the_result(
+    dask_client, local_result, monkeypatch
+):
     monkeypatch.setenv("ATTSVM_CHUNK", CHUNK)
     pids = dask_client.run(os.getpid)
     killed = []
@@ -97,12 +109,12 @@ def test_a_worker_killed_mid_sweep_does_not_change_the_result(dask_client, local
         busy = {w: keys for w, keys in dask_client.processing().items() if keys and w in pids}
         if not killed and busy:
             addr = max(busy, key=lambda w: len(busy[w]))
-            os.kill(pids[addr], signal.SIGKILL)     # its nanny starts a new one
+            os.kill(pids[addr], signal.SIGKILL)  # its nanny starts a new one
             killed.append(addr)
 
     with cluster.use(dask_client):
         res = experiments.run("multi-token", progress=kill_one, **TINY)
-    assert killed                   # with tasks under way there, rerun elsewhere
+    assert killed  # with tasks under way there, rerun elsewhere
     _same(res, local_result)
     assert killed[0] not in dask_client.scheduler_info(n_workers=-1)["workers"]
 
@@ -111,8 +123,10 @@ def test_an_executor_runs_the_gd_chunks_and_svm_blocks(monkeypatch):
     """svm-rank's cells (`ordered_map`) and over-parameterization's GD chunks, rebuilt from
     their seeds (`sweep`'s `rebuild`), then its SVM blocks, on a thread pool."""
     monkeypatch.setenv("ATTSVM_CHUNK", "3")
-    todo = {"svm-rank": dict(pairs=((3, 3),), ds=(2, 3), runs=3, max_draws=30),
-            "overparameterization": dict(n=3, T=3, ds=(2, 3), runs=5, steps=50)}
+    todo = {
+        "svm-rank": dict(pairs=((3, 3),), ds=(2, 3), runs=3, max_draws=30),
+        "overparameterization": dict(n=3, T=3, ds=(2, 3), runs=5, steps=50),
+    }
     for name, s in todo.items():
         here = experiments.run(name, **s)
         with ThreadPoolExecutor(2) as pool, cluster.use(pool) as remote:
@@ -125,30 +139,57 @@ def test_an_executor_runs_the_gd_chunks_and_svm_blocks(monkeypatch):
 def test_cli_cluster_local_writes_the_same_csvs(tmp_path, local_result, monkeypatch):
     monkeypatch.setenv("ATTSVM_CHUNK", CHUNK)
     sets = [f"--set={k}={v!r}" for k, v in TINY.items() if k != "runs"]
-    argv = ["reproduce", "multi-token", "--runs", str(TINY["runs"]), *sets, "--no-chart",
-            "--quiet", "--no-store", "--cluster", "local:2"]
+    argv = [
+        "reproduce",
+        "multi-token",
+        "--runs",
+        str(TINY["runs"]),
+        *sets,
+        "--no-chart",
+        "--quiet",
+        "--no-store",
+        "--cluster",
+        "local:2",
+    ]
     assert main(argv + ["--out", str(tmp_path)]) == 0
     for name, frame in local_result.frames.items():
         assert (tmp_path / "multi-token" / f"{name}.csv").read_text() == frame.to_csv(
-            index=False), name
+            index=False
+        ), name
     assert main(argv[:-1] + ["nowhere:1", "--out", str(tmp_path)]) == 2
-    monkeypatch.setenv("ATTSVM_CLUSTER", "nowhere:1")      # the variable, when no --cluster
+    monkeypatch.setenv("ATTSVM_CLUSTER", "nowhere:1")  # the variable, when no --cluster
     assert main(argv[:-2] + ["--out", str(tmp_path)]) == 2
 
 
 def test_a_worker_with_other_sources_is_refused_by_name(dask_client, tmp_path):
     """Last: it adds a third worker to the shared cluster (removed at the end)."""
-    shutil.copytree(ROOT / "attsvm", tmp_path / "attsvm",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "attsvm", tmp_path / "attsvm", ignore=shutil.ignore_patterns("__pycache__")
+    )
     with open(tmp_path / "attsvm" / "cluster.py", "a") as f:
         f.write("# another version of the library\n")
     before = set(dask_client.scheduler_info(n_workers=-1)["workers"])
     env = dict(os.environ, PYTHONPATH=str(tmp_path))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "distributed.cli.dask_worker",
-         dask_client.scheduler.address, "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1",
-         "--no-dashboard", "--preload", "attsvm.cluster"],
-        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "distributed.cli.dask_worker",
+            dask_client.scheduler.address,
+            "--nthreads",
+            "1",
+            "--no-nanny",
+            "--host",
+            "127.0.0.1",
+            "--no-dashboard",
+            "--preload",
+            "attsvm.cluster",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         dask_client.wait_for_workers(len(before) + 1, timeout=60)
         new = set(dask_client.scheduler_info(n_workers=-1)["workers"]) - before
@@ -165,6 +206,8 @@ def test_a_worker_with_other_sources_is_refused_by_name(dask_client, tmp_path):
             proc.kill()
             proc.wait()
     deadline = time.monotonic() + 20
-    while (len(dask_client.scheduler_info(n_workers=-1)["workers"]) > len(before)
-           and time.monotonic() < deadline):
+    while (
+        len(dask_client.scheduler_info(n_workers=-1)["workers"]) > len(before)
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.2)

@@ -1,5 +1,6 @@
 """Many sessions share one server process: concurrent library calls from threads (as
 Streamlit runs sessions) must give the same answers as one at a time, without errors."""
+
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor

@@ -1,5 +1,6 @@
 """The README and docs/: every relative link and image resolves, the README stays a short
 front page whose test command is the one CI runs, and no page cites planning history."""
+
 from __future__ import annotations
 
 import re
@@ -24,8 +25,10 @@ def targets(text: str) -> list[str]:
 
 
 def test_the_link_pattern_finds_links_images_and_skips_code_and_urls():
-    text = ("[a](docs/x.md) ![b](img/y.png \"t\") <img src='z.gif'> [c](https://e.org) "
-            "[d](#top) `[e](no.md)`\n```\n[f](no2.md)\n```\n[g](<w.md#sec>)")
+    text = (
+        "[a](docs/x.md) ![b](img/y.png \"t\") <img src='z.gif'> [c](https://e.org) "
+        "[d](#top) `[e](no.md)`\n```\n[f](no2.md)\n```\n[g](<w.md#sec>)"
+    )
     assert targets(text) == ["docs/x.md", "img/y.png", "w.md#sec", "z.gif"]
 
 
@@ -44,8 +47,9 @@ def test_the_readme_is_a_short_front_page_with_ci_s_test_command():
     assert len(readme.splitlines()) <= 150
     ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
     assert ci.startswith("python3 -m venv .venv"), ci
-    assert any(line.strip() == ci for line in readme.splitlines()), \
+    assert any(line.strip() == ci for line in readme.splitlines()), (
         f"the README must show CI's test command byte for byte: {ci}"
+    )
     assert "streamlit run app.py" in readme
 
 
@@ -62,6 +66,10 @@ def test_images_in_the_docs_stay_small():
 
 def test_no_page_cites_issue_numbers_or_planning_history():
     bad = re.compile(r"\bissues? #?\d+|\bthe issue\b|\bthe issue's\b|target set for", re.I)
-    hits = [f"{p.relative_to(ROOT)}:{i}" for p in PAGES
-            for i, line in enumerate(p.read_text().splitlines(), 1) if bad.search(line)]
+    hits = [
+        f"{p.relative_to(ROOT)}:{i}"
+        for p in PAGES
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if bad.search(line)
+    ]
     assert not hits, hits

@@ -68,7 +68,7 @@ def test_the_barriers_rank_one_hessian_is_the_dense_one(monkeypatch):
     probs, alphas = zip(*_instances(), strict=True)
     out = {}
     rank_one = fastsvm._rank_one
-    for flag in (False, True):      # False: the dense Hessian, as for general constraints
+    for flag in (False, True):  # False: the dense Hessian, as for general constraints
         monkeypatch.setattr(fastsvm, "_rank_one", rank_one if flag else lambda G: None)
         out[flag] = fastsvm.solve_many(list(probs), list(alphas), "nuc")
     np.testing.assert_array_equal(out[True]["feasible"], out[False]["feasible"])
@@ -86,7 +86,7 @@ def test_the_barriers_line_search_matches_a_plain_loop_and_keeps_its_point():
     t = rng.uniform(1.0, 50.0, P)
     # steps of every size: some accepted at once, some after a few halvings, one uphill
     step = rng.standard_normal((P, m)) * np.array([0.001, 0.01, 0.05, 0.2, 1.0, 0.01])[:, None]
-    step[-1] = lam[-1]                  # grows every λ_j: φ_t rises (t large) until s is tiny
+    step[-1] = lam[-1]  # grows every λ_j: φ_t rises (t large) until s is tiny
     t[-1] = 1e6
     slope = -np.abs(rng.uniform(0.1, 1.0, P))
 
@@ -187,7 +187,7 @@ def test_every_experiment_keeps_the_contract(tiny_results, name):
     s = experiments.settings(name, **rec.tiny)
     price = experiments.price(name, s)
     assert price.work > 0 and price.seconds > 0 and price.sizes
-    assert experiments.price(name).work > 0                  # the defaults price too
+    assert experiments.price(name).work > 0  # the defaults price too
     with pytest.raises(ValueError, match="bogus"):
         experiments.settings(name, bogus=1)
     field = _an_int_setting(rec)
@@ -219,7 +219,7 @@ def test_adaptive_steps_tiny_ngd_and_polyak_beat_gd(tiny_results):
     res = tiny_results["adaptive-steps"]
     t = res.frames["table"].set_index("optimizer")
     assert t.loc["ngd", "reached_0.99"] == 1.0 and t.loc["polyak", "reached_0.99"] == 1.0
-    assert t.loc["gd", "reached_0.99"] == 0.0       # GD: logarithmic rate
+    assert t.loc["gd", "reached_0.99"] == 0.0  # GD: logarithmic rate
     assert t.loc["polyak", "off_mass_at"] < t.loc["gd", "off_mass_at"]
     assert "GD/NGD ≥" in res.summary["text"] and "2402.05738" in res.summary["text"]
     assert {r["optimizer"] for r in res.summary["ratios"]} == {"ngd", "polyak"}
@@ -363,7 +363,7 @@ def test_a_stream_reads_its_chunks_as_devices_free_up_and_a_run_ignores_its_neig
     def chunks():
         for k in itertools.count():
             read.append(k)
-            seeds = list(range(1 + 3 * k, 4 + 3 * k))           # 3 new seeds a chunk
+            seeds = list(range(1 + 3 * k, 4 + 3 * k))  # 3 new seeds a chunk
             ps = [attsvm.random_problem(3, 4, 5, seed=x, head="relu") for x in seeds]
             yield seeds, ps, seeds
 
@@ -390,8 +390,8 @@ def test_multi_token_classifies_a_chunk_as_the_authors_loop_does_one_run():
     select, mask = 1e-3, 1e-6
     levels = np.array([0.0, 1e-9, mask, 2e-6, 5e-4, select, 0.2, 0.9])
     S = levels[rng.integers(0, len(levels), (400, 3, 4))]
-    S[:100] = levels[rng.integers(3, len(levels), (100, 3, 4))]     # nothing ≤ mask …
-    S[:50] = levels[rng.integers(6, len(levels), (50, 3, 4))]       # … nor ambiguous
+    S[:100] = levels[rng.integers(3, len(levels), (100, 3, 4))]  # nothing ≤ mask …
+    S[:50] = levels[rng.integers(6, len(levels), (50, 3, 4))]  # … nor ambiguous
     kinds = multi_token._classify(S, select, mask)
 
     def one(s):
@@ -412,7 +412,7 @@ def test_svm_rank_cells_in_a_helper_process_give_the_same_rows(monkeypatch):
     kw = dict(pairs=((5, 5), (5, 10)), ds=(2, 3, 10), runs=8, max_draws=80)
     here = experiments.run("svm-rank", **kw)
     monkeypatch.setattr(core, "HELPERS", 1)
-    for up in core._helpers()[1]:       # the helper's import done: it takes cells at once
+    for up in core._helpers()[1]:  # the helper's import done: it takes cells at once
         up.result()
     seen = []
     shared = experiments.run("svm-rank", progress=lambda f, t: seen.append(t), **kw)
@@ -466,6 +466,7 @@ def test_overparameterization_svms_in_a_helper_process_give_the_same_runs(monkey
     (the CLI's way): every run judged as in one process and in one block (40 runs < the
     default 64), Frobenius for W, nuclear for K Qᵀ."""
     from attsvm.experiments import overparameterization as op
+
     kw = dict(ds=(2, 4), runs=40, steps=200, param=param)
     here = experiments.run("overparameterization", **kw)
     monkeypatch.setattr(op, "BLOCK", 16)
@@ -483,11 +484,12 @@ def test_regularization_paths_logsumexp_is_scipys_bit_for_bit():
     from scipy.special import logsumexp as scipy_lse
 
     from attsvm.experiments.regularization_path import logsumexp
+
     rng = np.random.default_rng(0)
     a = rng.standard_normal((50, 7)) * rng.choice([1e-3, 1.0, 30.0, 800.0], (50, 1))
-    a[3, :2] = a[3, 2]                       # ties at the maximum
-    a[5, 1:] = -np.inf                       # one finite entry
-    a[6, :] = -np.inf                        # nothing
+    a[3, :2] = a[3, 2]  # ties at the maximum
+    a[5, 1:] = -np.inf  # one finite entry
+    a[6, :] = -np.inf  # nothing
     a[7, 4] = -np.inf
     for kw in (dict(axis=1), dict(axis=1, keepdims=True), dict(axis=0), dict()):
         ours, ref = logsumexp(a, **kw), scipy_lse(a, **kw)
@@ -518,7 +520,7 @@ def test_ordered_map_finishes_here_when_a_helper_dies(monkeypatch):
 
     pool = DyingPool()
     monkeypatch.setattr(core, "HELPERS", 1)
-    monkeypatch.setattr(core, "_helpers", lambda: (pool, []))   # its workers up
+    monkeypatch.setattr(core, "_helpers", lambda: (pool, []))  # its workers up
     items = [(k, k + 1) for k in range(7)]
     assert core.ordered_map(pow, items) == [pow(a, b) for a, b in items]
     assert pool.calls == 2
@@ -547,13 +549,13 @@ def test_stopped_helpers_are_gone_and_a_later_map_starts_new_ones(monkeypatch):
     items = [(k, 2) for k in range(6)]
     pool, started = core._helpers()
     for f in started:
-        f.result(timeout=120)                      # its worker is up
+        f.result(timeout=120)  # its worker is up
     workers = list(pool._processes.values())
     assert workers and all(w.is_alive() for w in workers)
     core.stop_helper_processes()
     assert core._POOL == {}
 
-    def gone(pid):                                 # exited (a zombie until reaped) or reaped
+    def gone(pid):  # exited (a zombie until reaped) or reaped
         try:
             with open(f"/proc/{pid}/stat") as f:
                 return f.read().rsplit(")", 1)[1].split()[0] in "ZX"
@@ -572,6 +574,7 @@ def test_in_order_keeps_a_bounded_window_in_order_and_cancels_the_unread():
     from concurrent.futures import Future
 
     from attsvm.experiments.core import in_order
+
     submitted, futures = [], []
 
     def submit(x):
@@ -583,9 +586,9 @@ def test_in_order_keeps_a_bounded_window_in_order_and_cancels_the_unread():
 
     it = in_order(range(100), submit, 3)
     assert [next(it) for _ in range(4)] == [(0, 0), (1, 1), (2, 4), (3, 9)]
-    assert submitted == list(range(7))      # 3 ahead of what was read, never the whole stream
+    assert submitted == list(range(7))  # 3 ahead of what was read, never the whole stream
     it.close()
-    assert len(submitted) == 7              # nothing more taken once the caller stops
+    assert len(submitted) == 7  # nothing more taken once the caller stops
     pending = []
 
     def submit_pending(x):

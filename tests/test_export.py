@@ -1,5 +1,6 @@
 """attsvm.export: the bundle holds what it says, and its reproduce.py, run in a fresh
 interpreter, recomputes the exported numbers."""
+
 from __future__ import annotations
 
 import io
@@ -36,16 +37,29 @@ def single():
     a = attsvm.train(prob, steps=60, record_every=3, **kw)
     b = attsvm.train(prob, steps=60, record_every=3, init=a.final_params, **kw)
     glue = lambda x, y: np.concatenate([x, y[1:]])  # noqa: E731
-    run = attsvm.Trajectory(W=glue(a.W, b.W), probs=glue(a.probs, b.probs),
-                            loss=glue(a.loss, b.loss), grad_norm=glue(a.grad_norm, b.grad_norm),
-                            steps=glue(a.steps, 60 + b.steps), K=None, Q=None,
-                            overflow_at=np.asarray(-1), settings={})
+    run = attsvm.Trajectory(
+        W=glue(a.W, b.W),
+        probs=glue(a.probs, b.probs),
+        loss=glue(a.loss, b.loss),
+        grad_norm=glue(a.grad_norm, b.grad_norm),
+        steps=glue(a.steps, 60 + b.steps),
+        K=None,
+        Q=None,
+        overflow_at=np.asarray(-1),
+        settings={},
+    )
     sols = {nm: attsvm.solve_att_svm(prob, alpha=run.alpha, norm=nm) for nm in ("fro", "nuc")}
-    data = export.build_bundle(problem=prob, run=run, solutions=sols, train=kw,
-                               settings={"n": 4, "note": "<b>kept as text</b>"},
-                               charts={"loss": '{"mark": "line"}', "loss_page": "<html></html>"},
-                               page="Token selection", url="http://localhost/?n=4",
-                               max_records=25)
+    data = export.build_bundle(
+        problem=prob,
+        run=run,
+        solutions=sols,
+        train=kw,
+        settings={"n": 4, "note": "<b>kept as text</b>"},
+        charts={"loss": '{"mark": "line"}', "loss_page": "<html></html>"},
+        page="Token selection",
+        url="http://localhost/?n=4",
+        max_records=25,
+    )
     return prob, run, sols, data
 
 
@@ -53,10 +67,20 @@ def test_bundle_lists_settings_data_trajectory_svms_charts_and_script(single):
     prob, run, sols, data = single
     files = export.read_bundle(data)
     assert set(files) == {
-        "settings.json", "reproduce.py", "data/problem.npz", "data/problem.csv",
-        "trajectory/trajectory.npz", "trajectory/trajectory.csv", "svm/fro.npz", "svm/nuc.npz",
-        "svm/fro_W.csv", "svm/nuc_W.csv", "svm/solutions.csv", "charts/loss.json",
-        "charts/loss_page.html"}
+        "settings.json",
+        "reproduce.py",
+        "data/problem.npz",
+        "data/problem.csv",
+        "trajectory/trajectory.npz",
+        "trajectory/trajectory.csv",
+        "svm/fro.npz",
+        "svm/nuc.npz",
+        "svm/fro_W.csv",
+        "svm/nuc_W.csv",
+        "svm/solutions.csv",
+        "charts/loss.json",
+        "charts/loss_page.html",
+    }
     meta = json.loads(files["settings.json"])
     assert meta["format"] == export.FORMAT and meta["attsvm_version"] == attsvm.__version__
     assert meta["train"]["steps"] == 120 and meta["train"]["record_every"] == 3
@@ -84,14 +108,17 @@ def test_long_trajectories_are_subsampled_keeping_first_and_last(single):
 
 def test_equal_inputs_give_equal_bytes(single):
     prob, run, sols, data = single
-    again = export.build_bundle(problem=prob, run=run, solutions=sols,
-                                train=dict(param="W", lr=0.1, normalized=True,
-                                           loss="logistic", seed=0),
-                                settings={"n": 4, "note": "<b>kept as text</b>"},
-                                charts={"loss": '{"mark": "line"}',
-                                        "loss_page": "<html></html>"},
-                                page="Token selection", url="http://localhost/?n=4",
-                                max_records=25)
+    again = export.build_bundle(
+        problem=prob,
+        run=run,
+        solutions=sols,
+        train=dict(param="W", lr=0.1, normalized=True, loss="logistic", seed=0),
+        settings={"n": 4, "note": "<b>kept as text</b>"},
+        charts={"loss": '{"mark": "line"}', "loss_page": "<html></html>"},
+        page="Token selection",
+        url="http://localhost/?n=4",
+        max_records=25,
+    )
     assert again == data
 
 
@@ -120,11 +147,13 @@ def test_a_changed_number_is_caught(single, tmp_path):
 def test_a_batch_of_kq_runs_with_explicit_inits_reproduces_from_the_zip(tmp_path):
     prob = attsvm.random_problem(n=3, T=4, d=4, seed=5)
     rng = np.random.default_rng(0)
-    inits = [(0.3 * rng.standard_normal((4, 2)), 0.3 * rng.standard_normal((4, 2)))
-             for _ in range(3)]
+    inits = [
+        (0.3 * rng.standard_normal((4, 2)), 0.3 * rng.standard_normal((4, 2))) for _ in range(3)
+    ]
     run = attsvm.train_batch([prob] * 3, param="KQ", m=2, steps=40, record_every=4, init=inits)
-    data = export.build_bundle(problem=prob, run=run, init=inits,
-                               solutions={"nuc": attsvm.solve_att_svm(prob, norm="nuc")})
+    data = export.build_bundle(
+        problem=prob, run=run, init=inits, solutions={"nuc": attsvm.solve_att_svm(prob, norm="nuc")}
+    )
     assert "data/init.npz" in export.read_bundle(data)
     bundle = tmp_path / "bundle.zip"
     bundle.write_bytes(data)
@@ -133,15 +162,18 @@ def test_a_batch_of_kq_runs_with_explicit_inits_reproduces_from_the_zip(tmp_path
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-@pytest.mark.parametrize("kw, match", [
-    (dict(charts={"../evil": "{}"}), "`charts` names"),
-    (dict(charts={"ok": b"bytes"}), "chart text"),
-    (dict(solutions={"fro": "W"}), "SvmSolution"),
-    (dict(tables={"t": [1, 2]}), "DataFrame"),
-    (dict(init=np.zeros((2, 2))), "needs a `run`"),
-    (dict(problem="X"), "attsvm.Problem"),
-    (dict(problem=None, solutions={"fro": None}), "must be given with"),
-])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        (dict(charts={"../evil": "{}"}), "`charts` names"),
+        (dict(charts={"ok": b"bytes"}), "chart text"),
+        (dict(solutions={"fro": "W"}), "SvmSolution"),
+        (dict(tables={"t": [1, 2]}), "DataFrame"),
+        (dict(init=np.zeros((2, 2))), "needs a `run`"),
+        (dict(problem="X"), "attsvm.Problem"),
+        (dict(problem=None, solutions={"fro": None}), "must be given with"),
+    ],
+)
 def test_bad_bundle_arguments_are_refused(kw, match):
     args = dict(problem=attsvm.random_problem(n=2, T=2, d=2))
     with pytest.raises(ValueError, match=match):
@@ -150,8 +182,13 @@ def test_bad_bundle_arguments_are_refused(kw, match):
 
 def test_a_sweep_bundle_holds_tables_and_charts_without_data():
     import pandas as pd
-    data = export.build_bundle(problem=None, tables={"runs": pd.DataFrame({"d": [2, 4]})},
-                               charts={"bars": "{}"}, settings={"runs": 3})
+
+    data = export.build_bundle(
+        problem=None,
+        tables={"runs": pd.DataFrame({"d": [2, 4]})},
+        charts={"bars": "{}"},
+        settings={"runs": 3},
+    )
     files = export.read_bundle(data)
     assert set(files) == {"settings.json", "reproduce.py", "tables/runs.csv", "charts/bars.json"}
     assert json.loads(files["settings.json"])["problem"] is None
@@ -160,8 +197,16 @@ def test_a_sweep_bundle_holds_tables_and_charts_without_data():
 def test_a_hand_built_trajectory_needs_its_gd_settings():
     prob = attsvm.random_problem(n=2, T=3, d=2)
     r = attsvm.train(prob, steps=4)
-    bare = attsvm.Trajectory(W=r.W, probs=r.probs, loss=r.loss, grad_norm=r.grad_norm,
-                             steps=r.steps, K=None, Q=None, overflow_at=r.overflow_at,
-                             settings={})
+    bare = attsvm.Trajectory(
+        W=r.W,
+        probs=r.probs,
+        loss=r.loss,
+        grad_norm=r.grad_norm,
+        steps=r.steps,
+        K=None,
+        Q=None,
+        overflow_at=r.overflow_at,
+        settings={},
+    )
     with pytest.raises(ValueError, match="GD settings"):
         export.build_bundle(problem=prob, run=bare)

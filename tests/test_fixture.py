@@ -8,6 +8,7 @@ SVMs to 1e-5 relative, the W trajectory to 1e-8 for the first 500 steps (before 
 tails reach rounding level), loss and softmax curves to 1e-9, final directions to
 1 − corr ≤ 1e-3.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,11 +20,13 @@ from reference import rel
 import attsvm
 from attsvm.optimizers import AUTHORS_GRADIENT, NORM_EPS
 
-HERE = Path(__file__).parents[2] / "shared" / "fixtures"     # as tests/conftest.py's FIXTURE
+HERE = Path(__file__).parents[2] / "shared" / "fixtures"  # as tests/conftest.py's FIXTURE
 FILES = sorted(HERE.glob("official_local_converge_*.npz"))
 if not FILES:
-    pytest.skip(f"no reference fixtures in {HERE} (needs the shared/ checkout next to the "
-                "repository)", allow_module_level=True)
+    pytest.skip(
+        f"no reference fixtures in {HERE} (needs the shared/ checkout next to the repository)",
+        allow_module_level=True,
+    )
 
 
 @pytest.fixture(scope="module", params=FILES, ids=[f.stem for f in FILES])
@@ -44,23 +47,25 @@ def runs(fixture_problem, fixture_npz):
     # the authors' loop: plain autodiff and ‖∇L‖ + 2⁻⁵² (not the library's default)
     kw = dict(steps=int(F["ITN"]), lr=float(F["lr"]), record_every=1, **AUTHORS_GRADIENT)
     W = attsvm.train(fixture_problem, param="W", init=F["W_W_init"], **kw)
-    K, Q = F["KQ_Wk_init"].T, F["KQ_Wq_init"].T            # nn.Linear layout: W = Wkᵀ Wq
-    KQ = attsvm.train(fixture_problem, param="KQ", init=(K, Q), m=K.shape[1],
-                      ridge=float(F["eps"]), **kw)
+    K, Q = F["KQ_Wk_init"].T, F["KQ_Wq_init"].T  # nn.Linear layout: W = Wkᵀ Wq
+    KQ = attsvm.train(
+        fixture_problem, param="KQ", init=(K, Q), m=K.shape[1], ridge=float(F["eps"]), **kw
+    )
     return {"W": W, "KQ": KQ}
 
 
 def test_fixture_settings_are_the_ones_we_run(fixture_npz, fixture_problem):
     F = fixture_npz
     assert fixture_problem.shape == (int(F["n"]), int(F["T"]), int(F["d"]))
-    assert float(F["eps"]) == NORM_EPS                      # ε₀ of the normalized step
+    assert float(F["eps"]) == NORM_EPS  # ε₀ of the normalized step
     assert len(F["W_loss"]) == int(F["ITN"])
     np.testing.assert_array_equal(attsvm.optimal_tokens(fixture_problem), F["best_ids"])
     np.testing.assert_allclose(F["KQ_Wk_init"].T @ F["KQ_Wq_init"], F["KQ_W_init"], rtol=1e-14)
 
 
-@pytest.mark.parametrize("norm,key,tol", [("fro", "sol_fro_best", 1e-5),
-                                          ("nuc", "sol_nuc_best_clarabel", 1e-5)])
+@pytest.mark.parametrize(
+    "norm,key,tol", [("fro", "sol_fro_best", 1e-5), ("nuc", "sol_nuc_best_clarabel", 1e-5)]
+)
 def test_svms_at_the_optimal_tokens(fixture_problem, fixture_npz, norm, key, tol):
     sol = attsvm.solve_att_svm(fixture_problem, fixture_npz["best_ids"], norm=norm)
     assert sol.feasible
@@ -68,7 +73,7 @@ def test_svms_at_the_optimal_tokens(fixture_problem, fixture_npz, norm, key, tol
 
 
 def test_w_trajectory_for_the_first_500_steps(runs, fixture_npz):
-    traj = fixture_npz["W_W_traj"]                    # W after 0, r, 2r, ..., ITN steps
+    traj = fixture_npz["W_W_traj"]  # W after 0, r, 2r, ..., ITN steps
     every = int(fixture_npz["ITN"]) // (len(traj) - 1)
     checked = [k for k in range(len(traj)) if k * every <= 500]
     assert len(checked) >= 2
@@ -109,4 +114,5 @@ def test_svms_at_the_final_selection(runs, fixture_problem, fixture_npz, param):
     # the authors' correlations of the final W with those solutions
     for sol, key in ((fro, "corr_fro_final"), (nuc, "corr_nuc_final")):
         assert attsvm.correlation(runs[param].W[-1], sol.W) == pytest.approx(
-            float(fixture_npz[f"{param}_{key}"]), abs=1e-3)
+            float(fixture_npz[f"{param}_{key}"]), abs=1e-3
+        )

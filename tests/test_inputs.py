@@ -3,6 +3,7 @@
 One table of (case, call, argument the message must name). Cases that need a solver or a
 compiled program fail in validation, before either runs.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -93,45 +94,63 @@ CASES = [
     ("lr string", train(lr="fast"), "lr"),
     ("record_every 0", train(record_every=0), "record_every"),
     ("record_every not dividing", train(record_every=3), "record_every"),
-    ("record history too large", lambda: attsvm.train(attsvm.random_problem(6, 8, 64),
-                                                      steps=10**6), "record_every"),
+    (
+        "record history too large",
+        lambda: attsvm.train(attsvm.random_problem(6, 8, 64), steps=10**6),
+        "record_every",
+    ),
     ("param unknown", train(param="QK"), "param"),
     ("loss unknown", train(loss="hinge"), "loss"),
     ("normalized not bool", train(normalized="yes"), "normalized"),
     ("init W shape", train(init=np.zeros((3, 3))), "init"),
     ("init W NaN", train(init=with_value(np.zeros((4, 4)), (0, 0), np.nan)), "init"),
     ("init KQ not a pair", train(param="KQ", init=np.zeros((4, 4))), "init"),
-    ("init KQ shape", train(param="KQ", m=2, init=(np.zeros((4, 3)), np.zeros((4, 3)))),
-     "init"),
-    ("init KQ inf", train(param="KQ", init=(np.full((4, 4), np.inf), np.zeros((4, 4)))),
-     "init"),
+    ("init KQ shape", train(param="KQ", m=2, init=(np.zeros((4, 3)), np.zeros((4, 3)))), "init"),
+    ("init KQ inf", train(param="KQ", init=(np.full((4, 4), np.inf), np.zeros((4, 4)))), "init"),
     ("m 0", train(param="KQ", m=0), "m"),
     ("m above d", train(param="KQ", m=5), "m"),
     ("ridge negative", train(param="KQ", ridge=-1e-3), "ridge"),
     ("seed negative", train(seed=-3), "seed"),
     ("prob not a Problem", lambda: attsvm.train("problem"), "prob"),
-    ("batch of mixed shapes",
-     lambda: attsvm.train_batch([PROB, attsvm.random_problem(2, 3, 5)], steps=2), "probs"),
+    (
+        "batch of mixed shapes",
+        lambda: attsvm.train_batch([PROB, attsvm.random_problem(2, 3, 5)], steps=2),
+        "probs",
+    ),
     ("batch empty", lambda: attsvm.train_batch([], steps=2), "probs"),
-    ("batch init count", lambda: attsvm.train_batch([PROB, PROB], steps=2,
-                                                    init=[np.zeros((4, 4))]), "init"),
+    (
+        "batch init count",
+        lambda: attsvm.train_batch([PROB, PROB], steps=2, init=[np.zeros((4, 4))]),
+        "init",
+    ),
     # -- SVMs
     ("norm unknown", solve(norm="l1"), "norm"),
     ("alpha shape", solve(alpha=[0, 1, 2]), "alpha"),
     ("alpha out of range", solve(alpha=[0, 3]), "alpha"),
     ("alpha negative", solve(alpha=[-1, 0]), "alpha"),
     ("alpha fractional", solve(alpha=[0.5, 1]), "alpha"),
-    ("alpha beyond the causal mask", lambda: attsvm.solve_att_svm(
-        attsvm.random_problem(2, 3, 4, queries="causal"), alpha=np.full((2, 3), 2)), "alpha"),
+    (
+        "alpha beyond the causal mask",
+        lambda: attsvm.solve_att_svm(
+            attsvm.random_problem(2, 3, 4, queries="causal"), alpha=np.full((2, 3), 2)
+        ),
+        "alpha",
+    ),
     ("support_tol negative", solve(support_tol=-1.0), "support_tol"),
     ("tie in the optimal token", lambda: attsvm.solve_att_svm(tied()), "prob"),
     ("tie for optimal_tokens", lambda: attsvm.optimal_tokens(tied()), "prob"),
     ("locally optimal alpha", lambda: attsvm.is_locally_optimal(PROB, [7, 0]), "alpha"),
-    ("enumeration too large", lambda: attsvm.locally_optimal_selections(
-        attsvm.random_problem(8, 8, 2)), "prob"),
+    (
+        "enumeration too large",
+        lambda: attsvm.locally_optimal_selections(attsvm.random_problem(8, 8, 2)),
+        "prob",
+    ),
     ("generalized W shape", lambda: attsvm.solve_generalized_svm(PROB, np.eye(3)), "W"),
-    ("generalized threshold", lambda: attsvm.solve_generalized_svm(PROB, np.eye(4),
-                                                                   threshold=0.0), "threshold"),
+    (
+        "generalized threshold",
+        lambda: attsvm.solve_generalized_svm(PROB, np.eye(4), threshold=0.0),
+        "threshold",
+    ),
     # -- metrics
     ("correlation zero A", lambda: attsvm.correlation(np.zeros((2, 2)), np.eye(2)), "A"),
     ("correlation zero B", lambda: attsvm.correlation(np.eye(2), np.zeros((2, 2))), "B"),
@@ -151,8 +170,11 @@ def test_bad_input_is_refused_naming_the_argument(call, name):
 
 
 def test_messages_state_the_rule_and_the_value():
-    with pytest.raises(ValueError, match=r"`lr` must be a finite number in \(0.0, 1000.0\]; "
-                                         r"got -0.1"):
+    with pytest.raises(
+        ValueError,
+        match=r"`lr` must be a finite number in \(0.0, 1000.0\]; "
+        r"got -0.1",
+    ):
         attsvm.train(PROB, steps=10, lr=-0.1)
     with pytest.raises(ValueError, match=r"`Y` must be labels in \{-1, \+1\}; got \[0.0, 1.0\]"):
         attsvm.Problem(X=X, Y=np.array([1.0, 0.0]), Z=Z, v=v)

@@ -1,4 +1,5 @@
 """attsvm.io: the upload format round-trips, and every bad file gets a message naming it."""
+
 from __future__ import annotations
 
 import builtins
@@ -38,9 +39,13 @@ def same(a: attsvm.Problem, b: attsvm.Problem):
         x, y = getattr(a, k), getattr(b, k)
         assert (x is None) == (y is None), k
         if x is not None:
-            np.testing.assert_array_equal(x, y, err_msg=k)     # exact: floats written by repr
-    assert (a.head, a.lam, a.query_index, a.attention) == (b.head, b.lam, b.query_index,
-                                                             b.attention)
+            np.testing.assert_array_equal(x, y, err_msg=k)  # exact: floats written by repr
+    assert (a.head, a.lam, a.query_index, a.attention) == (
+        b.head,
+        b.lam,
+        b.query_index,
+        b.attention,
+    )
 
 
 @pytest.mark.parametrize("fmt", ["csv", "npz"])
@@ -54,8 +59,9 @@ def test_written_problems_load_back_exactly(fmt, kw):
 
 
 def test_npz_round_trips_the_quadratic_head_and_self_attention_query_index():
-    p = attsvm.random_problem(n=2, T=3, d=4, seed=0, head="quadratic", lam=0.25,
-                              attention="self", query_index=2)
+    p = attsvm.random_problem(
+        n=2, T=3, d=4, seed=0, head="quadratic", lam=0.25, attention="self", query_index=2
+    )
     same(p, aio.load_problem(aio.problem_to_npz(p), filename="q.npz"))
     with pytest.raises(ValueError, match="use NPZ"):
         aio.problem_to_csv(p)
@@ -100,58 +106,154 @@ BAD = [
     ("wrong header", "a.csv", lambda: b"a,b,c\n1,2,3\n", "file", "header is kind,seq"),
     ("html header", "a.csv", lambda: b"<script>alert(1)</script>\n", "file", "header"),
     ("no feature column", "a.csv", lambda: b"kind,seq,token,label\n", "file", "d ≥ 1"),
-    ("too many columns", "a.csv",
-     lambda: ("kind,seq,token,label," + ",".join(f"f{j}" for j in range(65))).encode(),
-     "file", "at most 68 columns"),
-    ("ragged row", "a.csv", lambda: csv_of(P, lambda t: set_cell(t, "x,0,1,", 4, "9,9")),
-     "file", "rows of 9 fields"),
-    ("nan token", "a.csv", lambda: csv_of(P, lambda t: set_cell(t, "x,0,1,", 4, "nan")),
-     "tokens", "finite"),
-    ("html in a number", "a.csv",
-     lambda: csv_of(P, lambda t: set_cell(t, "x,1,2,", 5, "<b>hi</b>")), "f1", "a number"),
-    ("label 0", "a.csv", lambda: csv_of(P, lambda t: set_cell(t, "x,0,0,", 3, "0")), "labels",
-     "+1 or -1"),
-    ("labels differ within a sequence", "a.csv",
-     lambda: csv_of(P, lambda t: set_cell(t, "x,0,3,", 3, str(-int(P.Y[0])))),
-     "labels", "same on every token"),
-    ("missing token", "a.csv", lambda: csv_of(P, lambda t: _drop_line(t, "x,1,2,")),
-     "tokens", "no row for seq 1, token 2"),
-    ("repeated token", "a.csv",
-     lambda: csv_of(P, lambda t: t + t.split("\n")[1] + "\n"), "tokens", "one row per"),
-    ("negative seq", "a.csv", lambda: csv_of(P, lambda t: t.replace("x,2,0,", "x,-2,0,")),
-     "seq", "an index in"),
-    ("10^9 seq", "a.csv", lambda: csv_of(P, lambda t: t.replace("x,2,0,", "x,1000000000,0,")),
-     "seq", "an index in [0, 31]"),
-    ("unknown kind", "a.csv", lambda: csv_of(P, lambda t: t.replace("z,0,", "<img>,0,")),
-     "kind", "one of"),
-    ("missing v", "a.csv", lambda: csv_of(P, lambda t: _drop_line(t, "v,")), "head vector v",
-     "present"),
-    ("some queries missing", "a.csv", lambda: csv_of(P, lambda t: _drop_line(t, "z,1,")),
-     "queries", "one z row for each"),
+    (
+        "too many columns",
+        "a.csv",
+        lambda: ("kind,seq,token,label," + ",".join(f"f{j}" for j in range(65))).encode(),
+        "file",
+        "at most 68 columns",
+    ),
+    (
+        "ragged row",
+        "a.csv",
+        lambda: csv_of(P, lambda t: set_cell(t, "x,0,1,", 4, "9,9")),
+        "file",
+        "rows of 9 fields",
+    ),
+    (
+        "nan token",
+        "a.csv",
+        lambda: csv_of(P, lambda t: set_cell(t, "x,0,1,", 4, "nan")),
+        "tokens",
+        "finite",
+    ),
+    (
+        "html in a number",
+        "a.csv",
+        lambda: csv_of(P, lambda t: set_cell(t, "x,1,2,", 5, "<b>hi</b>")),
+        "f1",
+        "a number",
+    ),
+    (
+        "label 0",
+        "a.csv",
+        lambda: csv_of(P, lambda t: set_cell(t, "x,0,0,", 3, "0")),
+        "labels",
+        "+1 or -1",
+    ),
+    (
+        "labels differ within a sequence",
+        "a.csv",
+        lambda: csv_of(P, lambda t: set_cell(t, "x,0,3,", 3, str(-int(P.Y[0])))),
+        "labels",
+        "same on every token",
+    ),
+    (
+        "missing token",
+        "a.csv",
+        lambda: csv_of(P, lambda t: _drop_line(t, "x,1,2,")),
+        "tokens",
+        "no row for seq 1, token 2",
+    ),
+    (
+        "repeated token",
+        "a.csv",
+        lambda: csv_of(P, lambda t: t + t.split("\n")[1] + "\n"),
+        "tokens",
+        "one row per",
+    ),
+    (
+        "negative seq",
+        "a.csv",
+        lambda: csv_of(P, lambda t: t.replace("x,2,0,", "x,-2,0,")),
+        "seq",
+        "an index in",
+    ),
+    (
+        "10^9 seq",
+        "a.csv",
+        lambda: csv_of(P, lambda t: t.replace("x,2,0,", "x,1000000000,0,")),
+        "seq",
+        "an index in [0, 31]",
+    ),
+    (
+        "unknown kind",
+        "a.csv",
+        lambda: csv_of(P, lambda t: t.replace("z,0,", "<img>,0,")),
+        "kind",
+        "one of",
+    ),
+    (
+        "missing v",
+        "a.csv",
+        lambda: csv_of(P, lambda t: _drop_line(t, "v,")),
+        "head vector v",
+        "present",
+    ),
+    (
+        "some queries missing",
+        "a.csv",
+        lambda: csv_of(P, lambda t: _drop_line(t, "z,1,")),
+        "queries",
+        "one z row for each",
+    ),
     ("not a zip", "a.npz", lambda: b"PK\x03\x04garbage", "file", "valid NPZ"),
-    ("unknown array", "a.npz", lambda: npz(X=X, Y=Y, v=V, evil=np.zeros(1)), "file",
-     "arrays among"),
-    ("object array", "a.npz",
-     lambda: npz(X=X, Y=np.array([1, -1, 1], dtype=object), v=V), "labels", "numeric"),
+    (
+        "unknown array",
+        "a.npz",
+        lambda: npz(X=X, Y=Y, v=V, evil=np.zeros(1)),
+        "file",
+        "arrays among",
+    ),
+    (
+        "object array",
+        "a.npz",
+        lambda: npz(X=X, Y=np.array([1, -1, 1], dtype=object), v=V),
+        "labels",
+        "numeric",
+    ),
     ("text tokens", "a.npz", lambda: npz(X=np.array(["a"]), Y=Y, v=V), "tokens", "numeric"),
     ("2-d tokens", "a.npz", lambda: npz(X=X[0], Y=Y, v=V), "tokens", "3-d"),
     ("wrong labels shape", "a.npz", lambda: npz(X=X, Y=Y[:2], v=V), "labels", "shape (3,)"),
     ("wrong queries shape", "a.npz", lambda: npz(X=X, Y=Y, Z=Z[:, :2], v=V), "queries", "shape"),
-    ("inf token", "a.npz", lambda: npz(X=np.where(X > 0.5, np.inf, X), Y=Y, v=V), "tokens",
-     "finite"),
+    (
+        "inf token",
+        "a.npz",
+        lambda: npz(X=np.where(X > 0.5, np.inf, X), Y=Y, v=V),
+        "tokens",
+        "finite",
+    ),
     ("nan head", "a.npz", lambda: npz(X=X, Y=Y, v=np.full(5, np.nan)), "head vector v", "finite"),
     ("labels ±2", "a.npz", lambda: npz(X=X, Y=2 * Y, v=V), "labels", "+1 or -1"),
     ("no labels", "a.npz", lambda: npz(X=X, v=V), "labels", "present"),
-    ("too many sequences", "a.npz",
-     lambda: npz(X=np.ones((33, 2, 2)), Y=np.ones(33), v=np.ones(2)), "tokens (n)",
-     "between 1 and 32 in hosted mode"),
-    ("d over the cap", "a.npz",
-     lambda: npz(X=np.ones((1, 2, 65)), Y=np.ones(1), v=np.ones(65)), "tokens (d)",
-     "between 1 and 64"),
-    ("huge declared shape", "a.npz",
-     lambda: npz(X=np.zeros((1, 100, 1000), dtype=np.uint8), Y=Y, v=V), "tokens", "entries"),
-    ("unknown head", "a.npz", lambda: npz(X=X, Y=Y, v=V, head=np.array("<script>")), "head",
-     "one of"),
+    (
+        "too many sequences",
+        "a.npz",
+        lambda: npz(X=np.ones((33, 2, 2)), Y=np.ones(33), v=np.ones(2)),
+        "tokens (n)",
+        "between 1 and 32 in hosted mode",
+    ),
+    (
+        "d over the cap",
+        "a.npz",
+        lambda: npz(X=np.ones((1, 2, 65)), Y=np.ones(1), v=np.ones(65)),
+        "tokens (d)",
+        "between 1 and 64",
+    ),
+    (
+        "huge declared shape",
+        "a.npz",
+        lambda: npz(X=np.zeros((1, 100, 1000), dtype=np.uint8), Y=Y, v=V),
+        "tokens",
+        "entries",
+    ),
+    (
+        "unknown head",
+        "a.npz",
+        lambda: npz(X=X, Y=Y, v=V, head=np.array("<script>")),
+        "head",
+        "one of",
+    ),
 ]
 
 
@@ -161,7 +263,7 @@ def test_bad_files_are_refused_with_a_message_naming_the_field(what, name, make,
         aio.load_problem(make(), filename=name, limits=HOSTED)
     msg = str(info.value)
     assert f"`{field}" in msg and rule in msg, msg
-    outside = re.sub(r"`[^`]*`", "", msg)            # user text only inside code spans
+    outside = re.sub(r"`[^`]*`", "", msg)  # user text only inside code spans
     assert "<" not in outside and "](" not in outside, msg
 
 
@@ -184,7 +286,7 @@ def test_local_mode_allows_what_hosted_refuses():
 def test_a_zip_bomb_member_is_refused_before_it_is_inflated():
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr("X.npy", b"\x00" * (60 * 2**20))          # 60 MB of zeros, ~60 kB zipped
+        zf.writestr("X.npy", b"\x00" * (60 * 2**20))  # 60 MB of zeros, ~60 kB zipped
     assert len(buf.getvalue()) < HOSTED.max_upload_bytes
     with pytest.raises(ValueError, match="`tokens` must be at most .* uncompressed"):
         aio.load_problem(buf.getvalue(), filename="bomb.npz", limits=HOSTED)
@@ -193,6 +295,7 @@ def test_a_zip_bomb_member_is_refused_before_it_is_inflated():
 def test_parsing_never_touches_the_disk(monkeypatch, prob):
     def no_disk(*a, **k):
         raise AssertionError("load_problem opened a file")
+
     monkeypatch.setattr(builtins, "open", no_disk)
     monkeypatch.setattr(os, "open", no_disk)
     aio.load_problem(aio.problem_to_csv(prob), filename="a.csv")

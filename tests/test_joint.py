@@ -8,6 +8,7 @@ Tolerances: step for step 1e-10 relative (measured ≲ 3e-15); KKT residuals 1e-
 (measured ≲ 1e-9); independent solves agree to 2e-5 (an interior point's W is accurate to
 about the square root of its gap).
 """
+
 from __future__ import annotations
 
 import cvxpy as cp
@@ -35,19 +36,35 @@ def _rel(a, b):
 
 
 # -- the engine against the numpy loop -------------------------------------------------
-@pytest.mark.parametrize("optimizer,param,p", [("ngd", "W", None), ("gd", "W", None),
-                                               ("nmd", "W", 1.5), ("ngd", "KQ", None)])
+@pytest.mark.parametrize(
+    "optimizer,param,p",
+    [("ngd", "W", None), ("gd", "W", None), ("nmd", "W", 1.5), ("ngd", "KQ", None)],
+)
 def test_train_v_matches_numpy_loop(optimizer, param, p):
     for seed in (0, 1):
         prob = random_problem(4, 3, 3, seed=seed)
         rng = np.random.default_rng(seed + 10)
-        init = (rng.uniform(-1, 1, (3, 3)) if param == "W"
-                else (rng.uniform(-1, 1, (3, 3)), rng.uniform(-1, 1, (3, 3))))
+        init = (
+            rng.uniform(-1, 1, (3, 3))
+            if param == "W"
+            else (rng.uniform(-1, 1, (3, 3)), rng.uniform(-1, 1, (3, 3)))
+        )
         v0 = rng.standard_normal(3)
-        tr = train(prob, param=param, steps=50, lr=0.1, init=init, train_v=True, init_v=v0,
-                   optimizer=optimizer, p=p, ridge=0.0 if param == "KQ" else None)
-        Ws, vs = joint_ngd(prob, init, v0, steps=50, lr=0.1, optimizer=optimizer,
-                           param=param, p=p or 2.0)
+        tr = train(
+            prob,
+            param=param,
+            steps=50,
+            lr=0.1,
+            init=init,
+            train_v=True,
+            init_v=v0,
+            optimizer=optimizer,
+            p=p,
+            ridge=0.0 if param == "KQ" else None,
+        )
+        Ws, vs = joint_ngd(
+            prob, init, v0, steps=50, lr=0.1, optimizer=optimizer, param=param, p=p or 2.0
+        )
         assert tr.v.shape == (51, 3)
         assert _rel(tr.W, Ws) < STEP_TOL
         assert _rel(tr.v, vs) < STEP_TOL
@@ -56,6 +73,7 @@ def test_train_v_matches_numpy_loop(optimizer, param, p):
 def test_train_v_batch_records_and_validation():
     probs = [random_problem(4, 3, 3, seed=s) for s in (0, 1)]
     from attsvm import train_batch
+
     tr = train_batch(probs, steps=10, train_v=True, init_v=[np.zeros(3), np.ones(3)])
     assert tr.v.shape == (2, 11, 3) and np.all(tr.v[0, 0] == 0) and np.all(tr[1].v[0] == 1)
     assert tr[0].final_v.shape == (3,) and tr.settings["train_v"] is True
@@ -77,7 +95,7 @@ def test_train_v_batch_records_and_validation():
 
 # -- the MMTS presets: the relaxed limit appears ---------------------------------------------
 def _p(tr):
-    return tr.W[-1][:, 0]      # W z_i with z_i = e₁
+    return tr.W[-1][:, 0]  # W z_i with z_i = e₁
 
 
 def test_mmts_relaxed_and_tight_presets():
@@ -95,13 +113,14 @@ def test_mmts_relaxed_and_tight_presets():
     # training: normalized GD on each, lr 0.1, 1000 steps, float64, exact gradient
     trs = {}
     for pre in (relaxed, tight):
-        trs[pre.prob.name] = train(pre.prob, steps=1000, lr=0.1, init=pre.W0, train_v=True,
-                                   init_v=pre.v0, record_every=10)
+        trs[pre.prob.name] = train(
+            pre.prob, steps=1000, lr=0.1, init=pre.W0, train_v=True, init_v=pre.v0, record_every=10
+        )
     tr = trs["mmts-relaxed"]
     assert tr.alpha.tolist() == [1, 1, 1]
     assert _cos(_p(tr), [1, 0]) >= 0.999
     assert _cos(tr.final_v, sr.v) >= 0.999
-    assert _cos(_p(tr), [1, 0]) > _cos(_p(tr), [1.25, 0.25])     # relaxed explains GD better
+    assert _cos(_p(tr), [1, 0]) > _cos(_p(tr), [1.25, 0.25])  # relaxed explains GD better
     assert _cos(_p(trs["mmts-tight"]), [4 / 3, 1 / 3]) >= 0.999
     assert _cos(trs["mmts-tight"].final_v, [0, 1]) >= 0.999
 
@@ -115,17 +134,19 @@ def test_authors_float32_loop_stalls_at_the_tight_direction():
     assert _cos(p, [1.25, 0.25]) > 0.999 > _cos(p, [1, 0])
     assert p[1] / np.linalg.norm(p) > 0.15
     # in float64 with ε = 0 the same loop is the engine's plain-gradient run, step for step
-    W64, v64 = authors_loop(pre.prob, pre.W0, pre.v0, steps=30, lr=0.1, dtype="float64",
-                            eps=(0.0, 0.0))
-    tr = train(pre.prob, steps=30, lr=0.1, init=pre.W0, train_v=True, init_v=pre.v0,
-               centred=False, eps=0.0)
+    W64, v64 = authors_loop(
+        pre.prob, pre.W0, pre.v0, steps=30, lr=0.1, dtype="float64", eps=(0.0, 0.0)
+    )
+    tr = train(
+        pre.prob, steps=30, lr=0.1, init=pre.W0, train_v=True, init_v=pre.v0, centred=False, eps=0.0
+    )
     assert _rel(tr.W, W64) < STEP_TOL and _rel(tr.v, v64) < STEP_TOL
 
 
 # -- MD-Att toy: the geometry picks the tokens -----------------------------------------------
 def test_mdatt_toy_selection_depends_on_p():
     for p, want in ((2.0, [1, 0]), (3.0, [0, 0])):
-        tr, sv = preset_run("mdatt-toy", p=p)      # the authors' 2000 steps, W₀ = v₀ = 0
+        tr, sv = preset_run("mdatt-toy", p=p)  # the authors' 2000 steps, W₀ = v₀ = 0
         assert tr.alpha.tolist() == want
         assert sv.feasible and sv.support.all()
         assert correlation(tr.W[-1], sv.W) > 0.99 and _cos(tr.final_v, sv.v) > 0.99
@@ -134,17 +155,17 @@ def test_mdatt_toy_selection_depends_on_p():
 def test_experiment_runs_small_and_charts():
     from attsvm import experiments
     from attsvm_charts.experiments import chart
+
     assert "joint-training" in experiments.FOLLOWUPS
     assert "joint-training" not in experiments.EXPERIMENTS
-    res = experiments.run("joint-training", n=4, T=3, d=3, runs=3, steps=100,
-                          toy_ps=(2.0, 3.0))
+    res = experiments.run("joint-training", n=4, T=3, d=3, runs=3, steps=100, toy_ps=(2.0, 3.0))
     pre = res.frames["presets"].set_index(["preset", "p"])
     assert pre.loc[("mmts-relaxed", 2.0)].corr_relaxed >= 0.999
     assert pre.loc[("mmts-tight", 2.0)].corr_tight >= 0.999
     assert pre.loc[("mdatt-toy", 3.0)].alpha == "0 0"
     assert len(res.frames["runs"]) == 3 and "relaxed beats tight" in res.summary["text"]
     ok = res.frames["runs"].query("feasible and support < 4")
-    assert len(ok) == 3   # the summary names the SVM with the highest median corr, as measured
+    assert len(ok) == 3  # the summary names the SVM with the highest median corr, as measured
     med = {k: ok[f"corr_{k}"].median() for k in ("balanced", "relaxed", "tight")}
     assert res.summary["closest"] == max(med, key=med.get)
     assert f"closest (median corr) the {res.summary['closest']} SVM" in res.summary["text"]
@@ -172,17 +193,19 @@ def test_relaxed_svm_kkt_and_independent_cvxpy(norm, p):
         rows, idx = constraint_rows(prob, alpha)
         b = sv.support[idx[:, 0]].astype(float)
         q = None if p is None else p / (p - 1)
-        for M, rhs, w, lam in ((A, np.ones(prob.n), sv.v, sv.v_duals),
-                               (rows, b, sv.W.ravel(), sv.W_duals[idx[:, 0], idx[:, 2]])):
+        for M, rhs, w, lam in (
+            (A, np.ones(prob.n), sv.v, sv.v_duals),
+            (rows, b, sv.W.ravel(), sv.W_duals[idx[:, 0], idx[:, 2]]),
+        ):
             marg = M @ w
-            assert np.all(marg >= rhs - CERT_TOL)                          # primal feasible
-            assert np.all(lam >= -CERT_TOL)                                 # dual feasible
+            assert np.all(marg >= rhs - CERT_TOL)  # primal feasible
+            assert np.all(lam >= -CERT_TOL)  # dual feasible
             scale = max(1.0, float(np.max(lam)))
-            assert np.all(np.abs(lam * (marg - rhs)) < CERT_TOL * scale)    # compl. slackness
+            assert np.all(np.abs(lam * (marg - rhs)) < CERT_TOL * scale)  # compl. slackness
             G = M.T @ lam
-            if norm == "fro":                     # multipliers of ½‖w‖²: w = Σ λ_j M_j
+            if norm == "fro":  # multipliers of ½‖w‖²: w = Σ λ_j M_j
                 assert np.allclose(G, w, atol=1e-6)
-            else:                                 # of ‖w‖_p: ‖G‖_q ≤ 1, zero gap
+            else:  # of ‖w‖_p: ‖G‖_q ≤ 1, zero gap
                 assert np.sum(np.abs(G) ** q) ** (1 / q) <= 1 + 1e-6
                 assert abs(rhs @ lam - np.sum(np.abs(w) ** p) ** (1 / p)) < 1e-6
         # the support sequences: margin 1 exactly there, > 1 elsewhere
@@ -190,13 +213,15 @@ def test_relaxed_svm_kkt_and_independent_cvxpy(norm, p):
         # the independent cvxpy formulation
         if norm == "fro":
             lam = cp.Variable(rows.shape[0])
-            cp.Problem(cp.Maximize(b @ lam - 0.5 * cp.sum_squares(rows.T @ lam)),
-                       [lam >= 0]).solve(solver="CLARABEL")
+            cp.Problem(cp.Maximize(b @ lam - 0.5 * cp.sum_squares(rows.T @ lam)), [lam >= 0]).solve(
+                solver="CLARABEL"
+            )
             W_ref = (rows.T @ lam.value).reshape(4, 4)
         else:
             w = cp.Variable(16)
-            cp.Problem(cp.Minimize(cp.sum(cp.power(cp.abs(w), p))),
-                       [rows @ w >= b]).solve(solver="CLARABEL")
+            cp.Problem(cp.Minimize(cp.sum(cp.power(cp.abs(w), p))), [rows @ w >= b]).solve(
+                solver="CLARABEL"
+            )
             W_ref = w.value.reshape(4, 4)
         assert np.linalg.norm(sv.W - W_ref) / np.linalg.norm(W_ref) < W_TOL
         # tight ≥ relaxed in norm; they differ when a sequence is not a support vector
@@ -223,6 +248,7 @@ def test_solve_joint_svm_validation():
 
 def test_balanced_svm_interpolates_relaxed_and_tight_at_its_fixed_point():
     from attsvm.joint import balanced_att_svm
+
     prob, alpha = _case(0)
     sv = solve_joint_svm(prob, alpha)
     assert sv.differ

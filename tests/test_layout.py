@@ -1,5 +1,6 @@
 """The repository's layout rules: the library never reaches into the app, and no module
 imports itself back through others."""
+
 from __future__ import annotations
 
 import ast
@@ -9,17 +10,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("attsvm", "attsvm_charts", "ui", "benchmarks")
-PAGES = "app_pages"         # the page scripts (app.py lists them for st.navigation)
+PAGES = "app_pages"  # the page scripts (app.py lists them for st.navigation)
 
 
 def test_the_library_and_the_cli_import_neither_streamlit_nor_altair_nor_ui():
-    code = ("import sys, attsvm, attsvm.__main__, attsvm.experiments, attsvm.studies, "
-            "attsvm.live, attsvm.config, attsvm.export, attsvm.io\n"
-            "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('streamlit', 'altair', 'ui', 'attsvm_charts'))\n"
-            "print(bad); sys.exit(1 if bad else 0)")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                         text=True, timeout=300)
+    code = (
+        "import sys, attsvm, attsvm.__main__, attsvm.experiments, attsvm.studies, "
+        "attsvm.live, attsvm.config, attsvm.export, attsvm.io\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('streamlit', 'altair', 'ui', 'attsvm_charts'))\n"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stdout + out.stderr
 
 
@@ -41,8 +45,9 @@ def _imports(path: Path, name: str, modules: set) -> set:
                 up = pkg.split(".")
                 up = up[: len(up) - (node.level - 1)]
                 base = ".".join(up + ([base] if base else []))
-            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base
-                       for a in node.names]
+            targets = [
+                f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names
+            ]
         else:
             continue
         out |= {t for t in targets if t in modules and t != name}
@@ -51,8 +56,12 @@ def _imports(path: Path, name: str, modules: set) -> set:
 
 def test_no_import_circle_among_the_projects_modules():
     files = {p: _module_name(p) for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
-    files.update({p: p.stem if p.parent == ROOT else f"{PAGES}.{p.stem}"
-                  for p in [ROOT / "app.py", *(ROOT / PAGES).glob("*.py")]})
+    files.update(
+        {
+            p: p.stem if p.parent == ROOT else f"{PAGES}.{p.stem}"
+            for p in [ROOT / "app.py", *(ROOT / PAGES).glob("*.py")]
+        }
+    )
     modules = set(files.values())
     graph = {name: _imports(p, name, modules) for p, name in files.items()}
     # A package's __init__ re-exporting its submodules is not a circle: drop package ->
@@ -65,7 +74,7 @@ def test_no_import_circle_among_the_projects_modules():
         state[m] = "open"
         for d in sorted(graph.get(m, ())):
             if state.get(d) == "open":
-                cycles.append(stack[stack.index(d):] + [d])
+                cycles.append(stack[stack.index(d) :] + [d])
             elif d not in state:
                 visit(d, stack + [d])
         state[m] = "done"
@@ -82,6 +91,7 @@ def test_streamlit_does_not_read_the_pages_as_its_legacy_layout():
     # first visitor to a deep link got "Page not found" (the legacy router knows the file
     # stems, not app.py's URLs). Page scripts go in app_pages/.
     from streamlit.runtime.pages_manager import PagesManager
+
     saved = PagesManager.uses_pages_directory
     PagesManager.uses_pages_directory = None
     try:
@@ -108,8 +118,12 @@ def test_pages_are_short_and_long_functions_say_why():
 
 
 def test_the_library_counts_compiles_without_jax_private_api():
-    private = [str(p.relative_to(ROOT)) for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")
-               if "._cache_size(" in p.read_text()]
+    private = [
+        str(p.relative_to(ROOT))
+        for pkg in PACKAGES
+        for p in (ROOT / pkg).rglob("*.py")
+        if "._cache_size(" in p.read_text()
+    ]
     assert not private, private
 
 
@@ -123,8 +137,12 @@ def _function_lengths(root: Path):
 
 
 def test_no_function_in_the_library_or_the_charts_exceeds_80_lines():
-    long = {name: n for pkg in ("attsvm", "attsvm_charts")
-            for name, n in _function_lengths(ROOT / pkg) if n > 80}
+    long = {
+        name: n
+        for pkg in ("attsvm", "attsvm_charts")
+        for name, n in _function_lengths(ROOT / pkg)
+        if n > 80
+    }
     assert not long, long
 
 
@@ -139,11 +157,18 @@ def test_only_the_experiments_the_command_line_and_the_store_import_the_experime
     modules = set(files.values())
     up = {}
     for p, name in files.items():
-        if name.startswith("attsvm.experiments") or name in ("attsvm.__main__", "attsvm.store",
-                                                              "attsvm.runtime", "attsvm.cluster"):
+        if name.startswith("attsvm.experiments") or name in (
+            "attsvm.__main__",
+            "attsvm.store",
+            "attsvm.runtime",
+            "attsvm.cluster",
+        ):
             continue
-        bad = sorted(d for d in _imports(p, name, modules)
-                     if d == "attsvm.experiments" or d.startswith("attsvm.experiments."))
+        bad = sorted(
+            d
+            for d in _imports(p, name, modules)
+            if d == "attsvm.experiments" or d.startswith("attsvm.experiments.")
+        )
         if bad:
             up[name] = bad
     assert not up, up

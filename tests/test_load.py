@@ -4,6 +4,7 @@ their charts, with no error box, and server memory stays bounded.
 The full run (N = 1, 5, 20) is `python loadtest/loadtest.py`; see docs/hosting.md "Load test".
 Skipped when Debian's chromium or Playwright is missing, unless CI is set (then it fails).
 """
+
 from __future__ import annotations
 
 import asyncio

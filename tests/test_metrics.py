@@ -1,4 +1,5 @@
 """attsvm.metrics: correlation, token margins, numerical rank, norm growth (docs/theory.md §A.2)."""
+
 from __future__ import annotations
 
 import hypothesis.extra.numpy as hnp
@@ -37,7 +38,7 @@ def test_correlation_matches_its_formula_and_stacks():
     A, B = rng.standard_normal((5, 4, 4)), rng.standard_normal((4, 4))
     want = np.sum(A * B, (1, 2)) / (np.linalg.norm(A, axis=(1, 2)) * np.linalg.norm(B))
     np.testing.assert_allclose(attsvm.correlation(A, B), want, rtol=1e-14)
-    A[2] = 0.0                                       # a zero matrix inside a stack: NaN
+    A[2] = 0.0  # a zero matrix inside a stack: NaN
     c = attsvm.correlation(A, B)
     assert np.isnan(c[2]) and np.all(np.isfinite(np.delete(c, 2)))
 
@@ -49,12 +50,16 @@ def test_normalized_margins_are_scale_invariant(W, a):
     m1 = metrics.token_margins(PROB, W, normalized=True)
     m2 = metrics.token_margins(PROB, a * W, normalized=True)
     np.testing.assert_allclose(m1, m2, rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(metrics.token_margins(PROB, a * W),
-                               a * metrics.token_margins(PROB, W), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(
+        metrics.token_margins(PROB, a * W), a * metrics.token_margins(PROB, W), rtol=1e-9, atol=1e-9
+    )
 
 
-@given(W=mat, alpha=hnp.arrays(np.int64, (3,), elements=st.integers(0, 3)),
-       beta=hnp.arrays(np.int64, (3,), elements=st.integers(0, 3)))
+@given(
+    W=mat,
+    alpha=hnp.arrays(np.int64, (3,), elements=st.integers(0, 3)),
+    beta=hnp.arrays(np.int64, (3,), elements=st.integers(0, 3)),
+)
 def test_margins_are_antisymmetric_between_selections(W, alpha, beta):
     """margin_α(t) = a_iα − a_it, so margin_α(β_i) = −margin_β(α_i), 0 at the selection."""
     ma = metrics.token_margins(PROB, W, alpha)
@@ -73,7 +78,7 @@ def test_margins_of_the_svm_solution_are_at_least_one():
     assert m.min() == pytest.approx(1.0, abs=1e-7)
     nm = metrics.token_margins(PROB, sol.W, normalized=True)
     nm[np.arange(3), sol.alpha] = np.inf
-    assert nm.min() == pytest.approx(1 / np.linalg.norm(sol.W), rel=1e-7)   # the SVM margin
+    assert nm.min() == pytest.approx(1 / np.linalg.norm(sol.W), rel=1e-7)  # the SVM margin
 
 
 def test_margins_of_a_stack_and_of_causal_problems():
@@ -90,9 +95,9 @@ def test_margins_of_a_stack_and_of_causal_problems():
 def test_numerical_rank_uses_a_relative_threshold():
     U, _ = np.linalg.qr(np.random.default_rng(0).standard_normal((6, 6)))
     W = U @ np.diag([1e3, 10, 1, 1e-2, 1e-6, 0]) @ U.T
-    assert metrics.numerical_rank(W) == 3                  # σ > 1e-4·σ₁ = 0.1: 1e3, 10, 1
-    assert metrics.numerical_rank(W, rtol=5e-3) == 2       # σ > 5: 1e3, 10
-    assert metrics.numerical_rank(W, rtol=1e-12) == 5      # only the exact 0 is dropped
+    assert metrics.numerical_rank(W) == 3  # σ > 1e-4·σ₁ = 0.1: 1e3, 10, 1
+    assert metrics.numerical_rank(W, rtol=5e-3) == 2  # σ > 5: 1e3, 10
+    assert metrics.numerical_rank(W, rtol=1e-12) == 5  # only the exact 0 is dropped
     assert metrics.numerical_rank(np.zeros((3, 3))) == 0
     np.testing.assert_array_equal(metrics.numerical_rank(np.stack([W, 2 * W])), [3, 3])
 

@@ -4,6 +4,7 @@ One contract runs over every variant: head × loss × parameterization, and the 
 causal query modes (optax style). References: a plain numpy forward and finite differences
 of it (tests/reference.py), and the closed-form gradient of docs/theory.md §1 (fact 1).
 """
+
 from __future__ import annotations
 
 import hypothesis.extra.numpy as hnp
@@ -25,8 +26,7 @@ PARAMS = ("W", "KQ")
 
 def as_data(prob):
     """The problem as the engine sees it (unpadded)."""
-    return model.Data(**{k: jnp.asarray(a) for k, a in
-                         batching.pad_data(prob, prob.shape).items()})
+    return model.Data(**{k: jnp.asarray(a) for k, a in batching.pad_data(prob, prob.shape).items()})
 
 
 def small_problem(head, *, queries="single", attention="cross", seed=0, n=3, T=4, d=3):
@@ -49,8 +49,16 @@ def small_problem(head, *, queries="single", attention="cross", seed=0, n=3, T=4
         V[:, 0] = rng.uniform(0.2, 1.0, d)
         V[:, 1] = -rng.uniform(0.2, 1.0, d)
         V[:, 2:] = rng.uniform(0.2, 1.0, (d, d - 2))
-    return attsvm.Problem(X=X, Y=Y, Z=Z, v=rng.standard_normal(d), head=head, V=V,
-                          lam=0.3 if head == "quadratic" else 0.0, queries=queries)
+    return attsvm.Problem(
+        X=X,
+        Y=Y,
+        Z=Z,
+        v=rng.standard_normal(d),
+        head=head,
+        V=V,
+        lam=0.3 if head == "quadratic" else 0.0,
+        queries=queries,
+    )
 
 
 def random_params(param, d, seed=1, m=None):
@@ -68,10 +76,12 @@ def fd_grad(fun, params, h=1e-6):
     for j, a in enumerate(leaves):
         g = np.zeros_like(a)
         for idx in np.ndindex(a.shape):
+
             def at(delta):
                 b = [x.copy() for x in leaves]
                 b[j][idx] += delta
                 return fun(b[0] if isinstance(params, np.ndarray) else tuple(b))
+
             g[idx] = (at(h) - at(-h)) / (2 * h)
         grads.append(g)
     return grads[0] if isinstance(params, np.ndarray) else tuple(grads)
@@ -80,8 +90,7 @@ def fd_grad(fun, params, h=1e-6):
 def jax_grad(prob, params, param, loss, ridge):
     data = as_data(prob)
     p = jnp.asarray(params) if param == "W" else tuple(jnp.asarray(a) for a in params)
-    g = jax.grad(model.objective)(p, data, ridge, param=param, head_kind=prob.head,
-                                  loss_kind=loss)
+    g = jax.grad(model.objective)(p, data, ridge, param=param, head_kind=prob.head, loss_kind=loss)
     return np.asarray(g) if param == "W" else tuple(np.asarray(a) for a in g)
 
 
@@ -123,7 +132,7 @@ def test_loss_is_stable_for_large_margins():
 @pytest.mark.parametrize("head", HEADS)
 def test_gradient_matches_finite_differences(head, loss, param):
     prob = small_problem(head, seed=10 * HEADS.index(head) + LOSSES.index(loss))
-    ridge = 0.01 if param == "KQ" else 0.0      # large enough for FD to see the ridge term
+    ridge = 0.01 if param == "KQ" else 0.0  # large enough for FD to see the ridge term
     params = random_params(param, prob.d, m=2 if param == "KQ" else None)
     g = jax_grad(prob, params, param, loss, ridge)
     ref = fd_grad(lambda p: np_objective(prob, p, param, loss, ridge), params)
@@ -147,9 +156,9 @@ def test_causal_query_ignores_future_tokens():
     prob = small_problem("linear", queries="causal")
     W = random_params("W", prob.d)
     _, s = model.outputs(jnp.asarray(W), as_data(prob), "linear")
-    s = np.asarray(s)                                    # (n, K, T)
+    s = np.asarray(s)  # (n, K, T)
     assert np.all(s[:, np.triu_indices(prob.T, 1)[0], np.triu_indices(prob.T, 1)[1]] == 0.0)
-    np.testing.assert_allclose(s[:, 0, 0], 1.0)         # query 0 sees only token 0
+    np.testing.assert_allclose(s[:, 0, 0], 1.0)  # query 0 sees only token 0
 
 
 # -- fact 1: the closed-form gradient of docs/theory.md §1 ------------------------------
@@ -182,8 +191,9 @@ def test_kq_gradient_is_the_chain_rule_of_w():
 
 
 # -- properties of the softmax ------------------------------------------------------------------
-@given(W=hnp.arrays(np.float64, (4, 4), elements=st.floats(-60, 60)),
-       keep=hnp.arrays(np.bool_, (4,)))
+@given(
+    W=hnp.arrays(np.float64, (4, 4), elements=st.floats(-60, 60)), keep=hnp.arrays(np.bool_, (4,))
+)
 def test_softmax_is_a_distribution_that_is_zero_where_masked(W, keep):
     keep[0] = True
     prob = small_problem("linear", n=2, T=4, d=4)
@@ -192,4 +202,3 @@ def test_softmax_is_a_distribution_that_is_zero_where_masked(W, keep):
     assert np.all(np.isfinite(s)) and np.all(s >= 0)
     np.testing.assert_allclose(s.sum(-1), 1.0, rtol=1e-14)
     assert np.all(s[..., ~keep] == 0.0)
-

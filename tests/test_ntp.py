@@ -1,6 +1,7 @@
 """attsvm.ntp against independent references: the authors' own numbers (shared/fixtures
 ntp_global_instance*.npz, see its README), the Graph-SVM's KKT conditions, closed-form loss
 floors, finite differences and a plain numpy loop."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,7 +29,7 @@ from attsvm.ntp import (
     train,
 )
 
-HERE = Path(__file__).parents[2] / "shared" / "fixtures"     # as tests/conftest.py's FIXTURE
+HERE = Path(__file__).parents[2] / "shared" / "fixtures"  # as tests/conftest.py's FIXTURE
 FILES = sorted(HERE.glob("ntp_global_instance*.npz"))
 
 
@@ -65,14 +66,14 @@ def test_graph_svm_matches_the_authors_scs_solution_and_satisfies_kkt(authors):
     for F, sol in zip(Fs, svms, strict=True):
         assert sol.feasible and sol.status == "optimal"
         ref = F["W_svm_scs"]
-        assert np.linalg.norm(sol.W - ref) / np.linalg.norm(ref) < 2e-5     # SCS ≈ 1e-5
+        assert np.linalg.norm(sol.W - ref) / np.linalg.norm(ref) < 2e-5  # SCS ≈ 1e-5
         assert max(kkt_residuals(sol).values()) < 1e-8
 
 
 def test_gd_matches_the_authors_iterates_before_the_wfin_floor(authors):
     Fs, _, tr, _, _ = authors
     for b, F in enumerate(Fs):
-        for j, it in enumerate(F["steps"][:4]):                  # after 1, 101, 501, 1001 updates
+        for j, it in enumerate(F["steps"][:4]):  # after 1, 101, 501, 1001 updates
             ref = F["W_at_steps"][j]
             assert np.linalg.norm(tr[b].W[it + 1] - ref) / np.linalg.norm(ref) < 1e-8
 
@@ -87,19 +88,19 @@ def test_final_correlation_and_R_match_the_authors(authors):
         assert abs(R / F["R"][0] - 1) < 1e-4
         assert np.abs(fin[b].W[-1] - F["Wfin_final"]).max() < 1e-9
         dec = decomposition(p, tr[b].W, fin[b].W, svms[b].W)
-        assert dec["wfin_gap"][-1] <= 2 * float(F["lr"])       # the NGD oscillation floor
-        assert dec["corr_perp"][-1] >= dec["corr_svm"][-1] - 1e-9   # W^svm ⟂ S_fin
+        assert dec["wfin_gap"][-1] <= 2 * float(F["lr"])  # the NGD oscillation floor
+        assert dec["corr_perp"][-1] >= dec["corr_svm"][-1] - 1e-9  # W^svm ⟂ S_fin
 
 
 def test_loss_floor_is_exactly_the_closed_form(authors):
     """Floors m·ln2/n: each 2-cycle hit by two opposite labels costs 2 ln 2 (the authors'
     printed W^fin losses)."""
     Fs, probs, tr, fin, _ = authors
-    expected_m = [2, 4, 2, 6, 2]                 # instances 0-4 of the authors' notebook
+    expected_m = [2, 4, 2, 6, 2]  # instances 0-4 of the authors' notebook
     for b, p in enumerate(probs):
         floor = loss_floor(p)
         assert abs(floor - expected_m[b] * np.log(2) / p.n) < 1e-7
-        assert -1e-9 <= fin[b].loss[-1] - floor < 1e-5           # the solver's floor: ±1e-9
+        assert -1e-9 <= fin[b].loss[-1] - floor < 1e-5  # the solver's floor: ±1e-9
         assert -1e-9 <= tr[b].loss[-1] - floor < 1e-3
 
 
@@ -126,6 +127,7 @@ def test_scc_ids_are_numbered_in_priority_order():
     an SCC every token reaches every other, and the label's SCC is the top one of its
     sequence."""
     from scipy.sparse.csgraph import shortest_path
+
     for seed in range(6):
         p = random_ntp_problem(8, 4, 7, 8, seed=seed)
         g = priority_graphs(p)
@@ -147,7 +149,7 @@ def toy_cycle():
     6 × [2,1,0] with labels 2,1,1,0,0,0 (K = T = 3), orthonormal embeddings."""
     tokens = [[0, 1, 2]] * 6 + [[2, 1, 0]] * 6
     labels = [0, 1, 1, 2, 2, 2, 2, 1, 1, 0, 0, 0]
-    return NTPProblem(np.eye(3, 4), tokens, labels)          # positional, as documented
+    return NTPProblem(np.eye(3, 4), tokens, labels)  # positional, as documented
 
 
 def test_fully_cyclic_data_is_pure_soft_composition():
@@ -156,12 +158,12 @@ def test_fully_cyclic_data_is_pure_soft_composition():
     svm = solve_graph_svm(p)
     assert svm.feasible and np.allclose(svm.W, 0) and len(svm.A_ineq) == 0
     freq = np.array([1, 2, 3]) / 6
-    assert abs(loss_floor(p) + np.sum(freq * np.log(freq))) < 1e-7      # the label entropy
+    assert abs(loss_floor(p) + np.sum(freq * np.log(freq))) < 1e-7  # the label entropy
     fin = solve_wfin(p, 3000, 0.01)
-    s = fin.probs[-1]                        # the attention of token ids (0,1,2) / (2,1,0)
+    s = fin.probs[-1]  # the attention of token ids (0,1,2) / (2,1,0)
     # both queries see their tokens in label-frequency order: (1/6, 2/6, 3/6) by position
     assert np.abs(s[0] - freq).max() < 0.02 and np.abs(s[6] - freq).max() < 0.02
-    dec = decomposition(p, fin.W, fin.W, svm.W)       # W^svm = 0: the model is W^fin alone
+    dec = decomposition(p, fin.W, fin.W, svm.W)  # W^svm = 0: the model is W^fin alone
     assert np.isnan(dec["corr_svm"]).all() and np.isnan(dec["R"]).all()
     assert dec["wfin_gap"].max() < 1e-12 and dec["corr_fit"][-1] > 1 - 1e-12
 
@@ -199,13 +201,14 @@ def np_loss(p: NTPProblem, W, head, loss):
     return np.mean(-np.log(prob) if loss == "nll" else (1 - prob) ** 2)
 
 
-@pytest.mark.parametrize("head,loss", [("iden", "nll"), ("iden", "lsq2"), ("gen", "nll"),
-                                       ("gen", "lsq2")])
+@pytest.mark.parametrize(
+    "head,loss", [("iden", "nll"), ("iden", "lsq2"), ("gen", "nll"), ("gen", "lsq2")]
+)
 def test_gradient_matches_finite_differences(head, loss):
     p = random_ntp_problem(4, 3, 5, 4, seed=1)
     W0 = np.random.default_rng(0).normal(size=(4, 4))
     tr = train(p, 1, 1.0, init=W0, head=head, loss=loss, optimizer="gd")
-    grad = W0 - tr.W[1]                                  # one plain GD step with η = 1
+    grad = W0 - tr.W[1]  # one plain GD step with η = 1
     assert abs(tr.loss[0] - np_loss(p, W0, head, loss)) < 1e-12
     h, fd = 1e-6, np.zeros_like(W0)
     for a in range(4):
@@ -228,12 +231,13 @@ def test_normalized_gd_matches_a_numpy_loop():
         g = s.copy()
         g[np.arange(p.n), y] -= 1
         G = np.einsum("nt,ntd,ne->de", g, X, Z) / p.n
-        W = W - 0.05 * G / (np.linalg.norm(G) + 2.0 ** -52)
+        W = W - 0.05 * G / (np.linalg.norm(G) + 2.0**-52)
         assert np.linalg.norm(tr.W[k + 1] - W) <= 1e-13 * np.linalg.norm(W)
 
 
 def test_a_new_learning_rate_does_not_recompile():
     from attsvm.ntp import gd
+
     p = random_ntp_problem(6, 4, 6, 8, seed=0)
     train(p, 50, 0.01, record_every=10)
     before = gd.compile_count()
@@ -248,6 +252,7 @@ def test_local_graph_svm_explains_gen_head_training():
     corr(W, W^gmm) 0.26379102, corr(W, W^lmm) 0.99887992, R_l 36.61799076 (their own rerun
     moved the global correlation by 1e-6 but another instance by 7e-4: tolerance 2e-3)."""
     from attsvm.experiments import ntp as exp
+
     if FILES:
         res = exp.run_local(exp.LocalSettings(fixtures=str(HERE), instances=1))
         row = res.frames["instances"].iloc[0]
@@ -276,17 +281,20 @@ def test_generator_follows_the_authors_rules():
 E6 = np.eye(6, 8)
 
 
-@pytest.mark.parametrize("kw,match", [
-    (dict(tokens=[[0, 1, 2]], labels=[6]), "`labels` must be ids in \\[0, 6\\)"),
-    (dict(tokens=[[0, 1, 2]], labels=[-1]), "`labels` must be ids"),
-    (dict(tokens=[[0, 1, 1]], labels=[0]), "`tokens\\[0\\]` must be T distinct ids"),
-    (dict(tokens=[[0, 1, 2]], labels=[4]), "`labels\\[0\\]` must be a token of sequence 0"),
-    (dict(tokens=[[0, 1, 9]], labels=[0]), "`tokens` must be ids in \\[0, 6\\)"),
-    (dict(tokens=[[0, 1, 2]], labels=[0, 1]), "`labels` must be an \\(1,\\) array"),
-    (dict(tokens=[[0.5, 1, 2]], labels=[0]), "`tokens` must be an integer array"),
-    (dict(tokens=[[0]], labels=[0]), "`tokens` must be an \\(n, T\\) array"),
-    (dict(E=np.full((6, 8), np.nan), tokens=[[0, 1]], labels=[0]), "`E` must be finite"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(tokens=[[0, 1, 2]], labels=[6]), "`labels` must be ids in \\[0, 6\\)"),
+        (dict(tokens=[[0, 1, 2]], labels=[-1]), "`labels` must be ids"),
+        (dict(tokens=[[0, 1, 1]], labels=[0]), "`tokens\\[0\\]` must be T distinct ids"),
+        (dict(tokens=[[0, 1, 2]], labels=[4]), "`labels\\[0\\]` must be a token of sequence 0"),
+        (dict(tokens=[[0, 1, 9]], labels=[0]), "`tokens` must be ids in \\[0, 6\\)"),
+        (dict(tokens=[[0, 1, 2]], labels=[0, 1]), "`labels` must be an \\(1,\\) array"),
+        (dict(tokens=[[0.5, 1, 2]], labels=[0]), "`tokens` must be an integer array"),
+        (dict(tokens=[[0]], labels=[0]), "`tokens` must be an \\(n, T\\) array"),
+        (dict(E=np.full((6, 8), np.nan), tokens=[[0, 1]], labels=[0]), "`E` must be finite"),
+    ],
+)
 def test_bad_input_is_named(kw, match):
     with pytest.raises(ValueError, match=match):
         NTPProblem(**{"E": E6, **kw})
@@ -294,11 +302,13 @@ def test_bad_input_is_named(kw, match):
 
 def test_bad_settings_are_named():
     p = random_ntp_problem(seed=0)
-    for kw, match in [(dict(loss="ce"), "`loss` must be one of"),
-                      (dict(head="linear"), "`head` must be one of"),
-                      (dict(lr=0.0), "`lr` must be"),
-                      (dict(steps=10, record_every=3), "`record_every` must divide"),
-                      (dict(init=np.zeros((3, 3))), "`init` must be finite \\(8, 8\\)")]:
+    for kw, match in [
+        (dict(loss="ce"), "`loss` must be one of"),
+        (dict(head="linear"), "`head` must be one of"),
+        (dict(lr=0.0), "`lr` must be"),
+        (dict(steps=10, record_every=3), "`record_every` must divide"),
+        (dict(init=np.zeros((3, 3))), "`init` must be finite \\(8, 8\\)"),
+    ]:
         with pytest.raises(ValueError, match=match):
             train(p, **{"steps": 10, **kw})
 
@@ -307,6 +317,6 @@ def test_K_above_d_can_make_the_graph_svm_infeasible_and_says_why():
     # 3 tokens in R^1: e = (1, 2, 3); graph of query 0: 1 > 0 and 1 > 2 and 0 > 2 and 2 > 0
     E = np.array([[1.0], [2.0], [3.0]])
     p = NTPProblem(E=E, tokens=[[1, 2, 0], [0, 2, 1]], labels=[1, 1])
-    sol = solve_graph_svm(p)     # e_1 beats e_0 and e_2 along e_0: needs W·(1 − 3) ≥ 1 and W ≥ 1
+    sol = solve_graph_svm(p)  # e_1 beats e_0 and e_2 along e_0: needs W·(1 − 3) ≥ 1 and W ≥ 1
     assert not sol.feasible and sol.W is None
     assert "linearly dependent" in sol.status and "K > d" in sol.status

@@ -1,5 +1,6 @@
 """`python -m attsvm reproduce ntp-global / ntp-local`: the authors' settings by default,
 files next to the paper's numbers, in seconds."""
+
 from __future__ import annotations
 
 import json
@@ -22,7 +23,7 @@ def out(tmp_path_factory):
 def test_global_reproduces_the_mean_correlation(out, capsys):
     inst = pd.read_csv(out / "ntp-global" / "instances.csv")
     assert len(inst) == 10 and inst.feasible.all()
-    assert 0.98 < inst.corr_svm.mean() < 0.99                  # the authors': 0.98593
+    assert 0.98 < inst.corr_svm.mean() < 0.99  # the authors': 0.98593
     assert (inst.corr_perp >= inst.corr_svm - 1e-9).all()
     assert (inst.loss_final - inst.loss_floor).between(-1e-9, 5e-3).all()
     assert (inst.top_mass > 0.99).all()
@@ -63,23 +64,45 @@ def test_listed_but_not_part_of_reproduce_all(capsys):
 def test_bad_settings_are_refused_by_name(tmp_path, capsys):
     assert main(["reproduce", "ntp-global", "--set", "loss=ce", "--out", str(tmp_path)]) == 2
     assert main(["reproduce", "ntp-local", "--set", "T=9", "--out", str(tmp_path)]) == 2
-    assert main(["reproduce", "ntp-global", "--set", "fixtures='/nonexistent'",
-                 "--out", str(tmp_path)]) == 2
+    assert (
+        main(
+            ["reproduce", "ntp-global", "--set", "fixtures='/nonexistent'", "--out", str(tmp_path)]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "`loss` must be one of" in err and "`T` must be" in err and "`fixtures` must" in err
-
 
 
 def test_reproduce_followups_runs_every_follow_up(tmp_path, capsys):
     """`reproduce followups` runs the follow-up papers' experiments (and only those); a
     `--set` key applies where it is a setting (`instances`: the NTP experiments)."""
-    assert main(["reproduce", "followups", "--steps", "500", "--runs", "1", "--set",
-                 "instances=1", "--out", str(tmp_path), "--quiet", "--no-chart"]) == 0
+    assert (
+        main(
+            [
+                "reproduce",
+                "followups",
+                "--steps",
+                "500",
+                "--runs",
+                "1",
+                "--set",
+                "instances=1",
+                "--out",
+                str(tmp_path),
+                "--quiet",
+                "--no-chart",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(experiments.FOLLOWUPS)
     for name in experiments.FOLLOWUPS:
         meta = json.loads((tmp_path / name / "settings.json").read_text())
         assert meta["settings"]["steps"] == 500 and f"{name} (" in out
-    assert json.loads((tmp_path / "ntp-local" / "settings.json").read_text())[
-        "settings"]["instances"] == 1
+    assert (
+        json.loads((tmp_path / "ntp-local" / "settings.json").read_text())["settings"]["instances"]
+        == 1
+    )
     assert f"all {len(experiments.FOLLOWUPS)} experiments" in out

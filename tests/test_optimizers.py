@@ -5,6 +5,7 @@ mirror descent against GD, the Polyak cap and L*, and bad inputs.
 Contract: 50 steps of each optimizer match the numpy reference to 1e-10 relative
 (‖W_k − W_k^ref‖_F / ‖W_k^ref‖_F, the worst k); p = 2 MD equals GD to rounding (1e-13).
 """
+
 from __future__ import annotations
 
 import math
@@ -21,9 +22,17 @@ STEPS = 50
 TOL = 1e-10
 
 # (optimizer, p, lr): step sizes that move W well away from the start in 50 steps
-W_CASES = [("gd", None, 2.0), ("ngd", None, 0.1), ("polyak", None, 0.5), ("md", 1.5, 0.5),
-           ("md", 3.0, 2.0), ("nmd", 1.25, 0.02), ("nmd", 3.0, 0.1), ("sign", None, 0.01),
-           ("spectral", None, 0.05)]
+W_CASES = [
+    ("gd", None, 2.0),
+    ("ngd", None, 0.1),
+    ("polyak", None, 0.5),
+    ("md", 1.5, 0.5),
+    ("md", 3.0, 2.0),
+    ("nmd", 1.25, 0.02),
+    ("nmd", 3.0, 0.1),
+    ("sign", None, 0.01),
+    ("spectral", None, 0.05),
+]
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +45,18 @@ def engine(prob, *, optimizer, steps, lr, p=None, init=None, param="W", **kw):
     if init is None:
         init = np.zeros((prob.d, prob.d))
     m = init[0].shape[1] if param == "KQ" else None
-    return attsvm.train(prob, param=param, optimizer=optimizer, p=p, steps=steps, lr=lr,
-                        init=init, m=m, record_every=1, **kw)
+    return attsvm.train(
+        prob,
+        param=param,
+        optimizer=optimizer,
+        p=p,
+        steps=steps,
+        lr=lr,
+        init=init,
+        m=m,
+        record_every=1,
+        **kw,
+    )
 
 
 def worst_rel(A, B):
@@ -47,41 +66,43 @@ def worst_rel(A, B):
 @pytest.mark.parametrize("optimizer,p,lr", W_CASES)
 def test_every_optimizer_matches_the_numpy_loop_step_for_step(prob, optimizer, p, lr):
     init = attsvm.default_init(prob, "W", seed=1)
-    kw = dict(max_step=10 * lr) if optimizer == "polyak" else {}   # the engine's step bound
+    kw = dict(max_step=10 * lr) if optimizer == "polyak" else {}  # the engine's step bound
     run = engine(prob, optimizer=optimizer, steps=STEPS, lr=lr, p=p, init=init)
     ref = np_optimize(prob, init, "W", optimizer=optimizer, steps=STEPS, lr=lr, p=p, **kw)
-    assert rel(ref[-1], ref[0]) > 0.3                  # the run went somewhere
+    assert rel(ref[-1], ref[0]) > 0.3  # the run went somewhere
     assert worst_rel(run.W, ref) <= TOL
-    np.testing.assert_allclose(run.loss, [np_objective(prob, W, "W", "logistic") for W in ref],
-                               rtol=TOL)
+    np.testing.assert_allclose(
+        run.loss, [np_objective(prob, W, "W", "logistic") for W in ref], rtol=TOL
+    )
 
 
 @pytest.mark.parametrize("optimizer", ["gd", "ngd", "md"])
 def test_the_plain_gradient_matches_too(prob, optimizer):
     p = 1.5 if optimizer == "md" else None
     run = engine(prob, optimizer=optimizer, steps=STEPS, lr=0.1, p=p, centred=False)
-    ref = np_optimize(prob, np.zeros((6, 6)), "W", optimizer=optimizer, steps=STEPS, lr=0.1, p=p,
-                      centred=False)
+    ref = np_optimize(
+        prob, np.zeros((6, 6)), "W", optimizer=optimizer, steps=STEPS, lr=0.1, p=p, centred=False
+    )
     assert worst_rel(run.W[1:], ref[1:]) <= TOL
 
 
-@pytest.mark.parametrize("optimizer,lr", [("gd", 2.0), ("ngd", 0.1), ("polyak", 0.5),
-                                          ("sign", 0.01)])
+@pytest.mark.parametrize(
+    "optimizer,lr", [("gd", 2.0), ("ngd", 0.1), ("polyak", 0.5), ("sign", 0.01)]
+)
 def test_kq_optimizers_match_the_numpy_loop(prob, optimizer, lr):
     init = attsvm.default_init(prob, "KQ", seed=3, m=4)
-    ridge = 0.0 if optimizer == "polyak" else 1e-3      # Polyak's gap excludes the ridge
+    ridge = 0.0 if optimizer == "polyak" else 1e-3  # Polyak's gap excludes the ridge
     kw = dict(max_step=10 * lr) if optimizer == "polyak" else {}
-    run = engine(prob, optimizer=optimizer, steps=STEPS, lr=lr, param="KQ", init=init,
-                 ridge=ridge)
-    ref = np_optimize(prob, init, "KQ", optimizer=optimizer, steps=STEPS, lr=lr, ridge=ridge,
-                      **kw)
+    run = engine(prob, optimizer=optimizer, steps=STEPS, lr=lr, param="KQ", init=init, ridge=ridge)
+    ref = np_optimize(prob, init, "KQ", optimizer=optimizer, steps=STEPS, lr=lr, ridge=ridge, **kw)
     assert worst_rel(run.W, ref) <= TOL
 
 
 def test_ngd_with_the_authors_epsilon_matches(prob):
-    run = engine(prob, optimizer="ngd", steps=STEPS, lr=0.1, eps=2.0 ** -52)
-    ref = np_optimize(prob, np.zeros((6, 6)), "W", optimizer="ngd", steps=STEPS, lr=0.1,
-                      eps=2.0 ** -52)
+    run = engine(prob, optimizer="ngd", steps=STEPS, lr=0.1, eps=2.0**-52)
+    ref = np_optimize(
+        prob, np.zeros((6, 6)), "W", optimizer="ngd", steps=STEPS, lr=0.1, eps=2.0**-52
+    )
     assert worst_rel(run.W[1:], ref[1:]) <= TOL
 
 
@@ -130,7 +151,7 @@ def test_loss_gap_equals_the_plain_difference_at_moderate_margins(prob):
 def test_loss_infimum_rejects_nonlinear_heads_and_infeasible_svms():
     with pytest.raises(ValueError, match="linear head"):
         O.loss_infimum(attsvm.random_problem(3, 4, 5, seed=0, head="relu"))
-    prob = attsvm.random_problem(6, 8, 2, seed=0)      # d = 2: too few dimensions to separate
+    prob = attsvm.random_problem(6, 8, 2, seed=0)  # d = 2: too few dimensions to separate
     assert not attsvm.solve_att_svm(prob).feasible
     with pytest.raises(ValueError, match="feasible Att-SVM"):
         O.loss_infimum(prob)
@@ -140,6 +161,7 @@ def test_update_functions_are_pure_and_traceable():
     """`update` is a pure function of its arguments (optax style): jit of one step equals
     the eager step, and the state counts updates."""
     import jax
+
     opt = O.make_optimizer("nmd")
     W = np.random.default_rng(0).standard_normal((3, 3))
     g = np.random.default_rng(1).standard_normal((3, 3))
@@ -162,25 +184,28 @@ def test_exactly_zero_gradient_takes_no_step_and_tiny_ones_still_normalize():
         h = O.Hyper(lr=1.0, p=3.0, gap=0.1)
         new, _ = opt.update(np.zeros((2, 2)), opt.init(W), W, h)
         np.testing.assert_array_equal(np.asarray(new), W)
-    g = np.array([[3e-300, -4e-300], [0.0, 0.0]])      # ‖g‖² underflows to 0
+    g = np.array([[3e-300, -4e-300], [0.0, 0.0]])  # ‖g‖² underflows to 0
     opt = O.make_optimizer("ngd")
     new, _ = opt.update(g, opt.init(np.zeros((2, 2))), np.zeros((2, 2)), O.Hyper(lr=1.0))
     np.testing.assert_allclose(np.asarray(new), [[-0.6, 0.8], [0, 0]], rtol=1e-15)
 
 
-@pytest.mark.parametrize("kw,match", [
-    (dict(optimizer="adam"), "`optimizer` must be"),
-    (dict(optimizer="md", p=1.0), "`p` must be"),
-    (dict(optimizer="nmd", p=math.inf), "`p` must be"),
-    (dict(optimizer="gd", p=2.0), "`p` must be None unless"),
-    (dict(optimizer="gd", lr=0.0), "`lr` must be"),
-    (dict(optimizer="gd", steps=0), "`steps` must be"),
-    (dict(optimizer="ngd", eps=-1.0), "`eps` must be"),
-    (dict(optimizer="md", p=1.5, param="KQ"), "`optimizer` must be"),
-    (dict(optimizer="gd", steps=10, record_every=3), "`record_every` must divide"),
-    (dict(optimizer="gd", init=np.zeros((2, 2))), r"`init(\[0\])?` must be"),
-    (dict(optimizer="gd", centred=1), "`centred` must be"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(optimizer="adam"), "`optimizer` must be"),
+        (dict(optimizer="md", p=1.0), "`p` must be"),
+        (dict(optimizer="nmd", p=math.inf), "`p` must be"),
+        (dict(optimizer="gd", p=2.0), "`p` must be None unless"),
+        (dict(optimizer="gd", lr=0.0), "`lr` must be"),
+        (dict(optimizer="gd", steps=0), "`steps` must be"),
+        (dict(optimizer="ngd", eps=-1.0), "`eps` must be"),
+        (dict(optimizer="md", p=1.5, param="KQ"), "`optimizer` must be"),
+        (dict(optimizer="gd", steps=10, record_every=3), "`record_every` must divide"),
+        (dict(optimizer="gd", init=np.zeros((2, 2))), r"`init(\[0\])?` must be"),
+        (dict(optimizer="gd", centred=1), "`centred` must be"),
+    ],
+)
 def test_bad_arguments_are_rejected(kw, match):
     prob = attsvm.random_problem(2, 3, 3, seed=0)
     args = dict(steps=5, lr=0.1) | kw
@@ -195,12 +220,20 @@ def test_normalized_md_converges_toward_its_own_lp_svm():
     prob = attsvm.random_problem(n=4, T=4, d=4, seed=0)
     ps = (1.25, 1.5, 2.0, 3.0)
     for p, lr, steps in [(1.5, 2e-3, 12_000), (3.0, 0.5, 84_000)]:
-        W = attsvm.train(prob, optimizer="nmd", p=p, steps=steps, lr=lr,
-                         init=np.zeros((4, 4)), record_every=steps).W[-1]
+        W = attsvm.train(
+            prob,
+            optimizer="nmd",
+            p=p,
+            steps=steps,
+            lr=lr,
+            init=np.zeros((4, 4)),
+            record_every=steps,
+        ).W[-1]
         assert 250 < np.linalg.norm(W) < 400
         alpha = np.einsum("ntd,de,ne->nt", prob.X, W, prob.Z).argmax(1)
-        cors = [attsvm.correlation(W, attsvm.solve_att_svm(prob, alpha, norm="lp", p=q).W)
-                for q in ps]
+        cors = [
+            attsvm.correlation(W, attsvm.solve_att_svm(prob, alpha, norm="lp", p=q).W) for q in ps
+        ]
         assert cors[ps.index(p)] >= 0.99 and np.argmax(cors) == ps.index(p)
 
 
@@ -209,8 +242,9 @@ def test_polyak_runs_to_the_float64_floor_without_nan():
     the non-selected softmax weights underflow, then stops (‖g‖ ≤ 2.2e-308 → no step): no
     NaN from η_k ≈ e^{margin} overflowing or from subnormal gradients (step ≈ 780 here)."""
     prob = attsvm.random_problem(n=6, T=8, d=10, seed=3)
-    run = attsvm.train(prob, optimizer="polyak", steps=1500, lr=1.0, init=np.zeros((10, 10)),
-                       record_every=1500)
+    run = attsvm.train(
+        prob, optimizer="polyak", steps=1500, lr=1.0, init=np.zeros((10, 10)), record_every=1500
+    )
     W = run.W[-1]
     gap = float(O.loss_gap(W, O.problem_data(prob), "logistic"))
     assert np.all(np.isfinite(W)) and gap < 1e-300

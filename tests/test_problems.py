@@ -1,4 +1,5 @@
 """attsvm.problems: the paper's generator, presets, token scores and optimal tokens."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,7 +21,7 @@ def test_random_problem_follows_the_papers_generator(attention):
     else:
         assert prob.Z is None
         Q, _, _ = prob.query_view()
-        np.testing.assert_array_equal(Q[:, 0], prob.X[:, 0])     # z_i = x_i1
+        np.testing.assert_array_equal(Q[:, 0], prob.X[:, 0])  # z_i = x_i1
 
 
 def test_random_problem_is_reproducible_by_seed():
@@ -60,14 +61,14 @@ def test_token_scores_are_the_head_of_each_token_times_the_label(head):
     elif head == "relu":
         h = np.maximum(X @ prob.V, 0).sum(-1)
     else:
-        h = X @ prob.v - prob.lam * (X ** 2).sum(-1)
+        h = X @ prob.v - prob.lam * (X**2).sum(-1)
     np.testing.assert_allclose(attsvm.token_scores(prob), Y[:, None] * h, rtol=1e-14)
     np.testing.assert_array_equal(attsvm.optimal_tokens(prob), np.argmax(Y[:, None] * h, 1))
 
 
 def test_causal_scores_exclude_future_tokens():
     prob = attsvm.random_problem(2, 4, 3, seed=0, queries="causal")
-    g = attsvm.token_scores(prob)                       # (n, K, T)
+    g = attsvm.token_scores(prob)  # (n, K, T)
     assert np.all(np.isneginf(g[:, np.triu_indices(4, 1)[0], np.triu_indices(4, 1)[1]]))
     opt = attsvm.optimal_tokens(prob)
     assert opt.shape == (2, 4) and np.all(opt <= np.arange(4)[None])
@@ -78,7 +79,7 @@ def test_a_tied_optimal_token_is_refused():
     prob = attsvm.random_problem(2, 3, 2, seed=0)
     X = prob.X.copy()
     i = 1
-    X[i, 2] = X[i, attsvm.optimal_tokens(prob)[i]]       # duplicate the best token
+    X[i, 2] = X[i, attsvm.optimal_tokens(prob)[i]]  # duplicate the best token
     with pytest.raises(ValueError, match="prob.*unique optimal token.*sequence 1"):
         attsvm.optimal_tokens(prob.with_(X=X))
 
@@ -86,7 +87,7 @@ def test_a_tied_optimal_token_is_refused():
 def test_problem_arrays_are_read_only_copies():
     X = np.random.default_rng(0).standard_normal((2, 3, 2))
     prob = attsvm.Problem(X=X, Y=[1, -1], Z=np.ones((2, 2)), v=[1.0, 0.0])
-    X[0, 0, 0] = 99.0                  # the caller's array stays writable and independent
+    X[0, 0, 0] = 99.0  # the caller's array stays writable and independent
     assert prob.X[0, 0, 0] != 99.0
     with pytest.raises(ValueError):
         prob.X[0, 0, 0] = 1.0
@@ -102,12 +103,13 @@ def test_with_revalidates():
 def test_paper_presets():
     g1 = attsvm.paper_problem("geometry-1")
     assert g1.shape == (2, 3, 2) and np.all(g1.Y == 1)
-    np.testing.assert_array_equal(attsvm.optimal_tokens(g1), [0, 2])      # docs/theory.md §4 E1
-    np.testing.assert_allclose(attsvm.token_scores(g1),
-                               [[-0.840, -1.072, -1.308], [0.578, 0.673, 0.765]], atol=6e-4)
+    np.testing.assert_array_equal(attsvm.optimal_tokens(g1), [0, 2])  # docs/theory.md §4 E1
+    np.testing.assert_allclose(
+        attsvm.token_scores(g1), [[-0.840, -1.072, -1.308], [0.578, 0.673, 0.765]], atol=6e-4
+    )
     g2 = attsvm.paper_problem("geometry-2")
     assert g2.shape == (2, 5, 2)
-    np.testing.assert_array_equal(attsvm.optimal_tokens(g2), [0, 0])      # docs/theory.md §4 E1'
+    np.testing.assert_array_equal(attsvm.optimal_tokens(g2), [0, 0])  # docs/theory.md §4 E1'
 
 
 def test_check_alpha_accepts_integral_floats_and_rejects_masked_tokens():
@@ -115,7 +117,7 @@ def test_check_alpha_accepts_integral_floats_and_rejects_masked_tokens():
     np.testing.assert_array_equal(check_alpha(prob, np.array([1.0, 2.0])), [1, 2])
     causal = attsvm.random_problem(2, 3, 2, seed=0, queries="causal")
     bad = np.zeros((2, 3), int)
-    bad[0, 0] = 2                      # query 0 may only attend to token 0
+    bad[0, 0] = 2  # query 0 may only attend to token 0
     with pytest.raises(ValueError, match="`alpha`.*causal"):
         check_alpha(causal, bad)
 
@@ -155,25 +157,47 @@ def test_random_problem_and_candidate_draw_the_stated_order_exactly(queries):
     assert 0 < nones < 240
 
 
-@pytest.mark.parametrize("kw", [dict(head="relu"), dict(head="linear"),
-                                dict(head="quadratic", lam=0.3), dict(attention="self"),
-                                dict(queries="causal", attention="self"),
-                                dict(queries="sequence")])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(head="relu"),
+        dict(head="linear"),
+        dict(head="quadratic", lam=0.3),
+        dict(attention="self"),
+        dict(queries="causal", attention="self"),
+        dict(queries="sequence"),
+    ],
+)
 def test_random_problem_skips_no_check_the_constructor_would_make(kw):
     """random_problem builds its Problem without re-validating its own draws
     (`Problem._trusted`): every field equals, in value, dtype and read-only flag, what the
     checked constructor makes of the same arrays."""
     a = random_problem(3, 4, 5, seed=11, **kw)
-    b = Problem(**{f: getattr(a, f) for f in ("X", "Y", "Z", "v", "head", "V", "lam",
-                                               "query_index", "queries", "lengths", "name")})
+    b = Problem(
+        **{
+            f: getattr(a, f)
+            for f in (
+                "X",
+                "Y",
+                "Z",
+                "v",
+                "head",
+                "V",
+                "lam",
+                "query_index",
+                "queries",
+                "lengths",
+                "name",
+            )
+        }
+    )
     for f in ("X", "Y", "Z", "v", "V", "lengths"):
         x, y = getattr(a, f), getattr(b, f)
         assert (x is None) == (y is None)
         if x is not None:
             np.testing.assert_array_equal(x, y)
             assert x.dtype == y.dtype and not x.flags.writeable
-    assert (a.lam, a.query_index, a.head, a.queries) == (b.lam, b.query_index, b.head,
-                                                         b.queries)
+    assert (a.lam, a.query_index, a.head, a.queries) == (b.lam, b.query_index, b.head, b.queries)
     assert type(a.lam) is type(b.lam)
     with pytest.raises(TypeError, match="unknown Problem fields"):
         Problem._trusted(X=a.X, Y=a.Y, colour="red")

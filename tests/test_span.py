@@ -1,5 +1,6 @@
 """The span form of W-parameterized GD (`batching.span_basis`, `training._span_form`): the
 same logits, gradient and norm as the plain form, and the same trajectories to rounding."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -26,13 +27,14 @@ def _problem(kind, n, T, d, seed):
         p = random_problem(n, T, d, seed=seed)
         lengths = np.random.default_rng(seed).integers(1, T + 1, n)
         return p.with_(lengths=lengths)
-    if kind == "duplicates":          # repeated tokens: A is rank-deficient
+    if kind == "duplicates":  # repeated tokens: A is rank-deficient
         p = random_problem(n, T, d, seed=seed)
         X = p.X.copy()
         X[:, 1] = X[:, 0]
         return p.with_(X=X)
-    return random_problem(n, T, d, seed=seed, queries=kind, attention="self" if kind != "single"
-                          else "cross")
+    return random_problem(
+        n, T, d, seed=seed, queries=kind, attention="self" if kind != "single" else "cross"
+    )
 
 
 # one compiled program per shape: op-by-op jax.grad took ~1.4 s an example
@@ -41,8 +43,13 @@ _LOGITS = jax.jit(model.logits)
 
 
 @settings(max_examples=25, deadline=None)
-@given(kind=st.sampled_from(["single", "sequence", "causal", "lengths", "duplicates"]),
-       n=st.integers(1, 4), T=st.integers(2, 5), d=st.integers(1, 7), seed=st.integers(0, 99))
+@given(
+    kind=st.sampled_from(["single", "sequence", "causal", "lengths", "duplicates"]),
+    n=st.integers(1, 4),
+    T=st.integers(2, 5),
+    d=st.integers(1, 7),
+    seed=st.integers(0, 99),
+)
 def test_span_logits_gradient_and_norm_are_the_plain_forms(kind, n, T, d, seed):
     """a0 + Rᵀe = the logits of W0 + Σ e_j V_j; ∂L/∂e = Vᵀ vec(∇L); ‖∂L/∂e‖ = ‖∇L‖_F; and
     ∇L lies in the span (V Vᵀ ∇L = ∇L): checked against jax.grad of the plain risk."""
@@ -72,7 +79,7 @@ def test_span_basis_is_orthonormal_and_drops_only_dependent_directions():
     stacked, W0 = _batch([prob])
     R, a0, V = span_basis(stacked, W0)
     kept = V[0].any(-1)
-    assert kept.sum() == 3 * 3 < V.shape[1]             # 3 sequences × 3 distinct tokens
+    assert kept.sum() == 3 * 3 < V.shape[1]  # 3 sequences × 3 distinct tokens
     np.testing.assert_allclose(V[0][kept] @ V[0][kept].T, np.eye(kept.sum()), atol=1e-14)
     assert not R[0][~kept].any()
     X, Qz = stacked["X"][0], stacked["Q"][0]
@@ -83,13 +90,16 @@ def test_span_basis_is_orthonormal_and_drops_only_dependent_directions():
 RUNS = [random_problem(3, 4, 10, seed=s, head="relu") for s in range(6)]
 
 
-@pytest.mark.parametrize("kw", [
-    dict(optimizer="ngd"),                                   # exact centred default
-    dict(optimizer="ngd", **AUTHORS_GRADIENT),
-    dict(optimizer="gd", lr=0.5),
-    dict(optimizer="polyak"),
-    dict(optimizer="ngd", record_every=7),
-])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(optimizer="ngd"),  # exact centred default
+        dict(optimizer="ngd", **AUTHORS_GRADIENT),
+        dict(optimizer="gd", lr=0.5),
+        dict(optimizer="polyak"),
+        dict(optimizer="ngd", record_every=7),
+    ],
+)
 @pytest.mark.parametrize("head", ["linear", "relu"])
 def test_train_batch_in_the_span_form_follows_the_plain_form(monkeypatch, kw, head):
     """Every record of 6 runs (W, softmax, loss, ‖∇L‖) to rounding, over 350 steps that
@@ -135,15 +145,16 @@ def test_span_form_is_used_where_it_pays_and_never_recompiles_on_lr_or_steps(mon
     benchmark's (n = 6, T = 8, d = 10, every step recorded); a new lr or step count with the
     same number of records reuses its program."""
     from attsvm import engine
+
     assert span_pays(3, 1, 4, bucket(10), 100, 2000, 128)
     assert not span_pays(6, 1, 8, bucket(10), 1, 2000, 100)
-    assert not span_pays(2, 1, 3, 2, 1, 2000)             # p = d²: nothing to gain
-    assert not span_pays(3, 1, 4, bucket(10), 100, 20)     # 20 steps: the SVD would dominate
+    assert not span_pays(2, 1, 3, 2, 1, 2000)  # p = d²: nothing to gain
+    assert not span_pays(3, 1, 4, bucket(10), 100, 20)  # 20 steps: the SVD would dominate
     # the basis's size: n = 50, T = 2, d = 256 is 100 × 65 536 numbers a run, under
     # SPAN_MAX_FLOATS (2²³) for one run, over it for two
     assert span_pays(50, 1, 2, 256, 1000, 10**6, 1)
     assert not span_pays(50, 1, 2, 256, 1000, 10**6, 2)
-    monkeypatch.setenv("ATTSVM_MODE", "hosted")           # ≤ its 2 M recorded numbers
+    monkeypatch.setenv("ATTSVM_MODE", "hosted")  # ≤ its 2 M recorded numbers
     assert not span_pays(50, 1, 2, 256, 1000, 10**6, 1)
     assert span_pays(3, 1, 4, bucket(10), 100, 2000, 128)
     monkeypatch.delenv("ATTSVM_MODE")
@@ -151,11 +162,9 @@ def test_span_form_is_used_where_it_pays_and_never_recompiles_on_lr_or_steps(mon
     real = training.span_basis
     monkeypatch.setattr(training, "span_basis", lambda *a: calls.append(1) or real(*a))
     probs = [random_problem(3, 4, 10, seed=s, head="relu") for s in range(3)]
-    training.train_batch(probs, steps=2000, lr=0.1, record_every=100,
-                         devices=[jax.devices()[0]])
+    training.train_batch(probs, steps=2000, lr=0.1, record_every=100, devices=[jax.devices()[0]])
     before = engine.compile_count()
-    training.train_batch(probs, steps=3000, lr=0.3, record_every=150,
-                         devices=[jax.devices()[0]])
+    training.train_batch(probs, steps=3000, lr=0.3, record_every=150, devices=[jax.devices()[0]])
     assert engine.compile_count() == before and len(calls) == 2
     training.train_batch([random_problem(6, 8, 10, seed=1)], steps=4, record_every=1)
     assert len(calls) == 2
@@ -181,9 +190,16 @@ def _pad_one(prob, sizes):
     Qv, Yl, _ = prob.query_view()
     K = Qv.shape[1]
     Kb = 1 if K == 1 else Tb
-    out = dict(X=np.zeros((nb, Tb, db)), Q=np.zeros((nb, Kb, db)), Y=np.ones((nb, Kb)),
-               mask=np.zeros((nb, Kb, Tb), dtype=bool), w=np.zeros((nb, Kb)),
-               v=np.zeros(db), V=np.zeros((db, db)), lam=np.array(prob.lam))
+    out = dict(
+        X=np.zeros((nb, Tb, db)),
+        Q=np.zeros((nb, Kb, db)),
+        Y=np.ones((nb, Kb)),
+        mask=np.zeros((nb, Kb, Tb), dtype=bool),
+        w=np.zeros((nb, Kb)),
+        v=np.zeros(db),
+        V=np.zeros((db, db)),
+        lam=np.array(prob.lam),
+    )
     tm = prob.token_mask()
     for i in range(nb):
         for k in range(Kb):
@@ -203,15 +219,23 @@ def _pad_one(prob, sizes):
 
 
 @settings(max_examples=25, deadline=None)
-@given(kind=st.sampled_from(["single", "sequence", "causal", "lengths", "duplicates"]),
-       head=st.sampled_from(["linear", "relu", "quadratic"]),
-       n=st.integers(1, 4), T=st.integers(2, 5), d=st.integers(1, 7), seed=st.integers(0, 99))
+@given(
+    kind=st.sampled_from(["single", "sequence", "causal", "lengths", "duplicates"]),
+    head=st.sampled_from(["linear", "relu", "quadratic"]),
+    n=st.integers(1, 4),
+    T=st.integers(2, 5),
+    d=st.integers(1, 7),
+    seed=st.integers(0, 99),
+)
 def test_batched_padding_is_each_problems_padding(kind, head, n, T, d, seed):
     """`padded_batch` stacks exactly what padding each problem alone gives (`_pad_one`):
     zeros beyond the real sizes, padded queries attending token 0, loss weights 1/n."""
-    probs = [_problem(kind, n, T, d, seed + b).with_(head=head, V=np.eye(d) / np.sqrt(d),
-                                                     lam=0.25 * (head == "quadratic"))
-             for b in range(3)]
+    probs = [
+        _problem(kind, n, T, d, seed + b).with_(
+            head=head, V=np.eye(d) / np.sqrt(d), lam=0.25 * (head == "quadratic")
+        )
+        for b in range(3)
+    ]
     stacked, _ = _batch(probs, seed)
     sizes = (bucket(n), bucket(T), bucket(d))
     for b, p in enumerate(probs):

@@ -1,4 +1,5 @@
 """attsvm.studies and attsvm.live: the pages' computations, tested without Streamlit."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -17,12 +18,17 @@ def test_train_kwargs_are_options_of_train():
     prob = ProblemSpec(n=2, T=3, d=4).build()
     kw = TrainSpec(param="KQ", m=9).train_kwargs(prob)
     assert kw["m"] == 4 and kw["param"] == "KQ"
-    attsvm.train(prob, steps=2, **kw)                      # every key is accepted
+    attsvm.train(prob, steps=2, **kw)  # every key is accepted
 
 
 def test_overparam_fractions_count_each_outcome_per_d():
-    res = pd.DataFrame({"d": [2, 2, 2, 4], "kind": ["global", "local", "feasible", "global"],
-                        "opt_feasible": [True, None, False, True]})
+    res = pd.DataFrame(
+        {
+            "d": [2, 2, 2, 4],
+            "kind": ["global", "local", "feasible", "global"],
+            "opt_feasible": [True, None, False, True],
+        }
+    )
     frac = studies.overparam_fractions(res).set_index(["d", "outcome"])["fraction"]
     g, loc, feas = studies.OVERPARAM_OUTCOMES
     assert frac[(2, g)] == pytest.approx(1 / 3) and frac[(2, loc)] == pytest.approx(2 / 3)
@@ -30,9 +36,17 @@ def test_overparam_fractions_count_each_outcome_per_d():
 
 
 def test_rank_summary_averages_feasible_instances_only():
-    res = pd.DataFrame({"n": [2, 2, 2], "T": 3, "d": [3, 3, 3], "seed": [0, 1, 2],
-                        "feasible": [True, True, False], "rank_fro": [2, 2, np.nan],
-                        "rank_nuc": [1, 2, np.nan]})
+    res = pd.DataFrame(
+        {
+            "n": [2, 2, 2],
+            "T": 3,
+            "d": [3, 3, 3],
+            "seed": [0, 1, 2],
+            "feasible": [True, True, False],
+            "rank_fro": [2, 2, np.nan],
+            "rank_nuc": [1, 2, np.nan],
+        }
+    )
     agg = studies.rank_summary(res).set_index("norm")
     assert agg.loc["W^mm_* (nuclear)", "rank"] == 1.5
     assert agg.loc["W^mm (Frobenius)", "count"] == 2

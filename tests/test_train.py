@@ -1,6 +1,7 @@
 """attsvm.training / engine: the JAX GD engine against a plain numpy GD loop, its records, padding,
 compilation reuse, saturation and overflow reports, and the paper's GD facts (docs/theory.md §6
 facts 6, 7, 10, 13)."""
+
 from __future__ import annotations
 
 import hypothesis.extra.numpy as hnp
@@ -40,18 +41,29 @@ def test_engine_matches_a_numpy_gd_loop(head, loss, param, normalized, ridge, m,
     prob = small_problem(head, queries=queries, seed=3)
     init = init_for(prob, param, seed=4, m=m)
     steps, lr = 25, (0.1 if normalized else 0.5)
-    run = attsvm.train(prob, param=param, steps=steps, lr=lr, normalized=normalized, loss=loss,
-                       init=init, m=m, ridge=ridge)
+    run = attsvm.train(
+        prob,
+        param=param,
+        steps=steps,
+        lr=lr,
+        normalized=normalized,
+        loss=loss,
+        init=init,
+        m=m,
+        ridge=ridge,
+    )
     eps = training.RIDGE_EPS if ridge is None else ridge
-    Ws, Ls = np_gd(prob, init, param, steps=steps, lr=lr, loss=loss, normalized=normalized,
-                   ridge=eps)
+    Ws, Ls = np_gd(
+        prob, init, param, steps=steps, lr=lr, loss=loss, normalized=normalized, ridge=eps
+    )
     assert run.W.shape == (steps + 1, prob.d, prob.d) and run.overflow_at == -1
     for j in range(steps + 1):
         assert rel(run.W[j], Ws[j]) < 1e-11, j
     np.testing.assert_allclose(run.loss, Ls, rtol=1e-11)
     _, s_last, _ = np_forward(prob, Ws[-1])
-    np.testing.assert_allclose(run.probs[-1], s_last if queries != "single" else s_last[:, 0],
-                               rtol=1e-9, atol=1e-13)
+    np.testing.assert_allclose(
+        run.probs[-1], s_last if queries != "single" else s_last[:, 0], rtol=1e-9, atol=1e-13
+    )
     if param == "KQ":
         assert run.K.shape == (prob.d, m or prob.d)
         np.testing.assert_allclose(run.K @ run.Q.T, run.W[-1], rtol=1e-12, atol=1e-14)
@@ -73,14 +85,14 @@ def test_records_follow_the_contract():
     for j in (0, 17, 40):
         f, s, _ = np_forward(prob, full.W[j])
         np.testing.assert_allclose(full.probs[j], s[:, 0], rtol=1e-12, atol=1e-15)
-        assert full.loss[j] == pytest.approx(np_objective(prob, full.W[j], "W", "logistic"),
-                                             rel=1e-12)
+        assert full.loss[j] == pytest.approx(
+            np_objective(prob, full.W[j], "W", "logistic"), rel=1e-12
+        )
     for a in (full.W, full.probs, full.loss, full.grad_norm):
         assert a.dtype == np.float64
     # fact 10: normalized GD moves W by exactly η per step, so ‖W(k)‖ ≤ ‖W(0)‖ + η k
     assert np.all(full.norms <= full.norms[0] + 0.1 * full.steps + 1e-12)
-    np.testing.assert_allclose(np.linalg.norm(np.diff(full.W, axis=0), axis=(1, 2)), 0.1,
-                               rtol=1e-9)
+    np.testing.assert_allclose(np.linalg.norm(np.diff(full.W, axis=0), axis=(1, 2)), 0.1, rtol=1e-9)
 
 
 def test_a_run_continues_exactly_from_its_final_params():
@@ -112,7 +124,7 @@ def test_kq_singular_values_and_rank_m():
     sv = run.singular_values
     assert sv.shape == (3, 6)
     np.testing.assert_allclose(sv, np.linalg.svd(run.W, compute_uv=False), rtol=1e-12)
-    assert np.all(sv[:, 2:] < 1e-12 * sv[:, :1])          # W = K Qᵀ has rank ≤ m = 2
+    assert np.all(sv[:, 2:] < 1e-12 * sv[:, :1])  # W = K Qᵀ has rank ≤ m = 2
 
 
 def test_backend_is_reported():
@@ -123,10 +135,12 @@ def test_backend_is_reported():
 
 
 # -- padding is exact --------------------------------------------------------------------------
-@given(X=hnp.arrays(np.float64, (5, 7, 9), elements=st.floats(-2, 2)),
-       Z=hnp.arrays(np.float64, (5, 9), elements=st.floats(0.1, 1)),
-       v=hnp.arrays(np.float64, (9,), elements=st.floats(0.1, 1)),
-       labels=hnp.arrays(np.bool_, (5,)))
+@given(
+    X=hnp.arrays(np.float64, (5, 7, 9), elements=st.floats(-2, 2)),
+    Z=hnp.arrays(np.float64, (5, 9), elements=st.floats(0.1, 1)),
+    v=hnp.arrays(np.float64, (9,), elements=st.floats(0.1, 1)),
+    labels=hnp.arrays(np.bool_, (5,)),
+)
 def test_padding_to_a_bucket_is_exact(X, Z, v, labels):
     """(5, 7, 9) runs in the (5, 8, 10) bucket: masked tokens, zero features and zero-padded
     W must reproduce an unpadded numpy GD loop."""
@@ -160,22 +174,30 @@ def test_a_new_step_size_or_a_size_in_the_same_bucket_does_not_recompile():
     p1 = attsvm.random_problem(5, 7, 9, seed=0)
     attsvm.train(p1, param="W", steps=12, lr=0.1, record_every=3)
     before = engine.compile_count()
-    attsvm.train(p1, param="W", steps=12, lr=0.37, record_every=3)                  # new lr
-    attsvm.train(attsvm.random_problem(5, 8, 10, seed=1), param="W", steps=12, lr=0.2,
-                 record_every=3)                                              # same bucket
+    attsvm.train(p1, param="W", steps=12, lr=0.37, record_every=3)  # new lr
+    attsvm.train(
+        attsvm.random_problem(5, 8, 10, seed=1), param="W", steps=12, lr=0.2, record_every=3
+    )  # same bucket
     attsvm.train(p1, param="W", steps=12, lr=0.1, record_every=3, init=np.eye(9), seed=3)
-    attsvm.train(p1, param="W", steps=40, lr=0.1, record_every=10)   # same number of records
+    attsvm.train(p1, param="W", steps=40, lr=0.1, record_every=10)  # same number of records
     assert engine.compile_count() == before
-    attsvm.train(p1, param="W", steps=12, lr=0.1, record_every=4)   # a new record count compiles
-    attsvm.train(attsvm.random_problem(4, 7, 9, seed=1), param="W", steps=12, lr=0.1,
-                 record_every=3)                              # n = 4 is another bucket
+    attsvm.train(p1, param="W", steps=12, lr=0.1, record_every=4)  # a new record count compiles
+    attsvm.train(
+        attsvm.random_problem(4, 7, 9, seed=1), param="W", steps=12, lr=0.1, record_every=3
+    )  # n = 4 is another bucket
     assert engine.compile_count() == before + 2
 
 
 # -- saturation and overflow
 def test_saturation_is_reported_per_sequence(fixture_problem, fixture_npz):
-    run = attsvm.train(fixture_problem, param="W", steps=2000, init=fixture_npz["W_W_init"],
-                       record_every=10, **AUTHORS_GRADIENT)
+    run = attsvm.train(
+        fixture_problem,
+        param="W",
+        steps=2000,
+        init=fixture_npz["W_W_init"],
+        record_every=10,
+        **AUTHORS_GRADIENT,
+    )
     sat = run.saturated_at
     assert sat.shape == (fixture_problem.n,)
     # the authors' run: mean selected softmax ≥ 0.99 after ~300 steps; tails < 1e-13 later
@@ -187,12 +209,12 @@ def test_saturation_is_reported_per_sequence(fixture_problem, fixture_npz):
     np.testing.assert_array_equal(never.saturated_at, -1)
 
 
-def test_the_exact_default_is_not_saturated_where_the_authors_freeze(fixture_problem,
-                                                                      fixture_npz):
+def test_the_exact_default_is_not_saturated_where_the_authors_freeze(fixture_problem, fixture_npz):
     """Exact gradients: the same run keeps converging; its tails (resolved far below 1e-16)
     are nowhere near the 1e-300 underflow threshold at step 2000."""
-    run = attsvm.train(fixture_problem, param="W", steps=2000, init=fixture_npz["W_W_init"],
-                       record_every=100)
+    run = attsvm.train(
+        fixture_problem, param="W", steps=2000, init=fixture_npz["W_W_init"], record_every=100
+    )
     assert run.saturation_tol == 1e-300
     np.testing.assert_array_equal(run.saturated_at, -1)
     tail = run.tail_mass[-1]
@@ -208,8 +230,15 @@ def test_an_overflowing_run_is_stopped_with_finite_records():
     base = attsvm.random_problem(6, 8, 10, seed=0)
     prob = base.with_(v=2000 * base.v)
     for param in ("W", "KQ"):
-        run = attsvm.train(prob, param=param, steps=20, lr=1.0, normalized=False,
-                           loss="exponential", record_every=1)
+        run = attsvm.train(
+            prob,
+            param=param,
+            steps=20,
+            lr=1.0,
+            normalized=False,
+            loss="exponential",
+            record_every=1,
+        )
         assert run.overflow_at >= 0
         for a in (run.W, run.probs, run.loss, run.grad_norm, run.norms):
             assert np.all(np.isfinite(a))
@@ -226,14 +255,15 @@ def test_fact6_geometry1_gd_picks_each_parameterizations_own_svm():
     nuc = attsvm.solve_att_svm(g, norm="nuc").W
     W = attsvm.train(g, param="W", steps=2000, init=np.zeros((2, 2)), record_every=100)
     corr = attsvm.correlation(W.W, fro)
-    assert corr[5] >= 0.994 and corr[20] >= 0.9996          # steps 500 and 2000
+    assert corr[5] >= 0.994 and corr[20] >= 0.9996  # steps 500 and 2000
     assert attsvm.correlation(W.W[-1], nuc) < 0.91
-    np.testing.assert_allclose(W.norms[[1, 5]], [9.68, 45.48], atol=0.05)   # docs/theory.md §4 E1
+    np.testing.assert_allclose(W.norms[[1, 5]], [9.68, 45.48], atol=0.05)  # docs/theory.md §4 E1
     K0 = 0.1 * np.random.default_rng(0).standard_normal((2, 2))
     # the paper's figure is the authors' loop: one sequence saturates within 100 steps, and
     # with the exact gradient (the default) 1 − corr(KQ.W[5], nuc) is 1.8e-3, not 1.2e-4
-    KQ = attsvm.train(g, param="KQ", steps=2000, init=(K0, np.zeros((2, 2))), record_every=100,
-                      **AUTHORS_GRADIENT)
+    KQ = attsvm.train(
+        g, param="KQ", steps=2000, init=(K0, np.zeros((2, 2))), record_every=100, **AUTHORS_GRADIENT
+    )
     assert attsvm.correlation(KQ.W[5], nuc) >= 0.9998
     assert 0.85 <= attsvm.correlation(KQ.W[-1], fro) <= 0.93
     assert np.all(KQ.alpha == attsvm.optimal_tokens(g)) and np.all(W.alpha == [0, 2])
@@ -242,8 +272,9 @@ def test_fact6_geometry1_gd_picks_each_parameterizations_own_svm():
 def test_fact7_geometry2_gd_converges_fast():
     g = attsvm.paper_problem("geometry-2")
     fro = attsvm.solve_att_svm(g).W
-    run = attsvm.train(g, param="W", steps=2000, init=np.zeros((2, 2)), record_every=100,
-                       **AUTHORS_GRADIENT)
+    run = attsvm.train(
+        g, param="W", steps=2000, init=np.zeros((2, 2)), record_every=100, **AUTHORS_GRADIENT
+    )
     corr = attsvm.correlation(run.W, fro)
     assert corr[1] >= 0.99 and corr[20] >= 0.999
     # the authors' ‖W‖ stalls near 58 once ‖∇L‖ < 1e-16 (docs/theory.md §4: 9.9 / 49.7 / 58.1)
@@ -264,29 +295,42 @@ def orthonormal_problem(seed, lam, d=4):
     rng = np.random.default_rng(seed)
     X = np.linalg.qr(rng.standard_normal((d, d)))[0].T[None]
     z, v = rng.standard_normal(d), rng.standard_normal(d)
-    return attsvm.Problem(X=X, Y=[1.0], Z=(z / np.linalg.norm(z))[None],
-                          v=v / np.linalg.norm(v), head="quadratic", lam=lam)
+    return attsvm.Problem(
+        X=X,
+        Y=[1.0],
+        Z=(z / np.linalg.norm(z))[None],
+        v=v / np.linalg.norm(v),
+        head="quadratic",
+        lam=lam,
+    )
 
 
 def test_fact13_water_filling_maximizes_the_quadratic_head():
     """With orthonormal tokens f(s) = γᵀs − λ‖s‖²; its maximizer over the simplex is the
     projection of γ/(2λ) (checked against a generic constrained optimizer)."""
     from scipy.optimize import minimize
+
     for seed in range(3):
         p = orthonormal_problem(seed, 0.3)
         gamma = p.X[0] @ p.v
         pred = simplex_projection(gamma / 0.6)
-        res = minimize(lambda s: -(gamma @ s - 0.3 * s @ s), np.full(4, 0.25),
-                       constraints=[{"type": "eq", "fun": lambda s: s.sum() - 1}],
-                       bounds=[(0, 1)] * 4, method="SLSQP", options={"ftol": 1e-14})
+        res = minimize(
+            lambda s: -(gamma @ s - 0.3 * s @ s),
+            np.full(4, 0.25),
+            constraints=[{"type": "eq", "fun": lambda s: s.sum() - 1}],
+            bounds=[(0, 1)] * 4,
+            method="SLSQP",
+            options={"ftol": 1e-14},
+        )
         np.testing.assert_allclose(res.x, pred, atol=1e-6)
 
 
 def test_fact13_gd_selects_the_water_filling_set_growing_with_lambda():
     lams = (0.05, 0.2, 0.5, 1.0, 2.0)
     probs = [orthonormal_problem(seed, lam) for seed in range(10) for lam in lams]
-    run = attsvm.train_batch(probs, param="W", steps=5000, record_every=5000,
-                             init=[np.zeros((4, 4))] * len(probs))
+    run = attsvm.train_batch(
+        probs, param="W", steps=5000, record_every=5000, init=[np.zeros((4, 4))] * len(probs)
+    )
     checked = 0
     for seed in range(10):
         pred_sizes, gd_sizes = [], []
@@ -303,7 +347,7 @@ def test_fact13_gd_selects_the_water_filling_set_growing_with_lambda():
                 np.testing.assert_allclose(s, pred, atol=0.03)
                 checked += 1
         assert pred_sizes == sorted(pred_sizes) and gd_sizes == sorted(gd_sizes)
-        assert pred_sizes[0] == 1                              # λ → 0: a single token
+        assert pred_sizes[0] == 1  # λ → 0: a single token
     assert checked >= 40
 
 
@@ -319,6 +363,7 @@ def test_causal_first_query_is_never_reported_saturated():
 
 def test_train_options_name_every_keyword_of_train_but_the_inits():
     import inspect
+
     params = inspect.signature(attsvm.train).parameters
     assert all(p.kind is p.KEYWORD_ONLY for name, p in params.items() if name != "prob")
     assert set(training.TRAIN_OPTIONS) == set(params) - {"prob", "init", "init_v"}

@@ -2,6 +2,7 @@
 server-wide compute slots. Pure Python (threads, clocks); `ui.hosted` applies them inside
 Streamlit. The numbers (seconds, slots) are the active mode's `attsvm.limits.Limits`.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,7 +23,6 @@ class Cancelled(BudgetError):
         self.reason = reason
 
 
-
 class Deadline:
     """Wall-clock allowance of one action; `check()` between chunks of work.
 
@@ -31,8 +31,14 @@ class Deadline:
         cancel: optional threading.Event; once set, `check()` raises Cancelled too.
     """
 
-    def __init__(self, seconds: float | None = None, *, cancel: threading.Event | None = None,
-                 limits: Limits | None = None, clock=time.monotonic):
+    def __init__(
+        self,
+        seconds: float | None = None,
+        *,
+        cancel: threading.Event | None = None,
+        limits: Limits | None = None,
+        clock=time.monotonic,
+    ):
         L = limits or _limits.current()
         self.seconds = L.action_seconds if seconds is None else float(seconds)
         self.cancel = cancel
@@ -51,8 +57,11 @@ class Deadline:
         if self.cancel is not None and self.cancel.is_set():
             raise Cancelled("cancelled", reason="cancelled")
         if self.expired:
-            raise Cancelled(f"stopped after {self.elapsed:.0f} s: one action may run at most "
-                            f"{self.seconds:.0f} s in {_limits.mode()} mode", reason="deadline")
+            raise Cancelled(
+                f"stopped after {self.elapsed:.0f} s: one action may run at most "
+                f"{self.seconds:.0f} s in {_limits.mode()} mode",
+                reason="deadline",
+            )
 
 
 class SessionBudget:
@@ -65,7 +74,7 @@ class SessionBudget:
     def __init__(self, limits: Limits | None = None, *, clock=time.monotonic):
         self.limits = limits or _limits.current()
         self._clock = clock
-        self._spent: deque = deque(maxlen=4096)      # (time, seconds)
+        self._spent: deque = deque(maxlen=4096)  # (time, seconds)
         self._lock = threading.Lock()
 
     def _trim(self, now: float) -> None:
@@ -102,7 +111,8 @@ class SessionBudget:
         raise BudgetError(
             f"this session used {total:.0f} s of compute in the last "
             f"{L.session_window / 60:.0f} minutes, the most allowed in {L.mode} mode "
-            f"({L.session_seconds:.0f} s); try again in {max(wait, 1):.0f} s")
+            f"({L.session_seconds:.0f} s); try again in {max(wait, 1):.0f} s"
+        )
 
 
 _slots: dict[int, threading.BoundedSemaphore] = {}
@@ -128,8 +138,10 @@ def compute_slot(limits: Limits | None = None):
     with _slots_lock:
         sem = _slots.setdefault(L.max_concurrent, threading.BoundedSemaphore(L.max_concurrent))
     if not sem.acquire(timeout=L.queue_seconds):
-        raise BudgetError(f"the server is busy: every compute slot ({L.max_concurrent}) stayed "
-                          f"taken for {L.queue_seconds:.0f} s; try again in a minute")
+        raise BudgetError(
+            f"the server is busy: every compute slot ({L.max_concurrent}) stayed "
+            f"taken for {L.queue_seconds:.0f} s; try again in a minute"
+        )
     _held.depth = 1
     try:
         yield

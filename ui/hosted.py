@@ -9,6 +9,7 @@ Streamlit:
 - `progress` iterates a sweep under a progress bar with a Cancel button and the per-action
   deadline, so long work can be stopped and keeps what it has.
 """
+
 from __future__ import annotations
 
 import functools
@@ -44,8 +45,12 @@ def escape_markdown(text) -> str:
     that Markdown or Streamlit would act on (links, images, HTML, emphasis, math, :colors[])
     is backslash-escaped, so text a visitor typed shows literally."""
     parts = re.split(r"(`[^`]*`)", str(text))
-    return "".join(p if p.startswith("`") and p.endswith("`") and len(p) > 1
-                   else _MARKDOWN_ACTIVE.sub(r"\\\1", p) for p in parts)
+    return "".join(
+        p
+        if p.startswith("`") and p.endswith("`") and len(p) > 1
+        else _MARKDOWN_ACTIVE.sub(r"\\\1", p)
+        for p in parts
+    )
 
 
 def clean_link() -> dict:
@@ -85,10 +90,11 @@ def _forget(keys) -> None:
     pinned version). `remove_param` is what Streamlit itself uses to clear a bound widget's
     invalid URL value (st.query_params refuses to delete a bound parameter)."""
     from streamlit.runtime.state.session_state_proxy import get_session_state
+
     with get_session_state().query_params() as qp:
         initial = getattr(qp, "_initial_query_params", None)
         for k in keys:
-            qp.remove_param(k)      # as Streamlit clears a bound widget's invalid value
+            qp.remove_param(k)  # as Streamlit clears a bound widget's invalid value
             if isinstance(initial, dict):
                 initial.pop(k, None)
 
@@ -133,10 +139,11 @@ def read_param(key: str) -> None:
 def _used_keys() -> set | None:
     """The keys of the widgets drawn in this script run (None outside one)."""
     from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
     ctx = get_script_run_ctx()
     try:
         return set(ctx.shared.widget_user_keys_this_run.snapshot())
-    except AttributeError:      # no run, or a Streamlit that keeps them elsewhere
+    except AttributeError:  # no run, or a Streamlit that keeps them elsewhere
         return None
 
 
@@ -159,14 +166,15 @@ def ignored_params(before: dict, *, complete: bool = False) -> list[tuple[str, s
             continue
         if k in refused:
             out.append((k, v, refused[k]))
-        elif k not in after and not (k in st.session_state
-                                     and links.same_value(st.session_state[k], v)):
+        elif k not in after and not (
+            k in st.session_state and links.same_value(st.session_state[k], v)
+        ):
             out.append((k, v, "out of range or not one of the choices"))
         elif used is not None and k in after and k not in used:
             unused.append(k)
     if unused:
         _forget(unused)
-    return out + [(k, before[k], NOT_A_SETTING) for k in unused]   # the others first
+    return out + [(k, before[k], NOT_A_SETTING) for k in unused]  # the others first
 
 
 def show_refused(box, *, page: str = "") -> None:
@@ -183,8 +191,9 @@ def show_refused(box, *, page: str = "") -> None:
             _draw(box, shown[1])
 
 
-def report_ignored_params(before: dict, *, page: str = "", box=None,
-                          complete: bool = False) -> None:
+def report_ignored_params(
+    before: dict, *, page: str = "", box=None, complete: bool = False
+) -> None:
     """Say which link parameters were not used, and why; defaults are used instead.
     `complete`: the page drew everything (see `ignored_params`).
 
@@ -206,10 +215,10 @@ def report_ignored_params(before: dict, *, page: str = "", box=None,
 def _draw(box, dropped) -> None:
     box.warning(
         "Ignored link parameters, defaults used: "
-        + "; ".join(f"{quote_text(k, 40)} = {quote_text(v)} ({why})"
-                    for k, v, why in dropped[:8])
+        + "; ".join(f"{quote_text(k, 40)} = {quote_text(v)} ({why})" for k, v, why in dropped[:8])
         + (f"; and {len(dropped) - 8} more" if len(dropped) > 8 else ""),
-        icon=":material/link_off:")
+        icon=":material/link_off:",
+    )
 
 
 def session_budget() -> SessionBudget | None:
@@ -235,6 +244,7 @@ def metered(fn):
 
     Nested metered calls (a cached function calling another) account once, at the top.
     """
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         if getattr(_local, "depth", 0):
@@ -251,6 +261,7 @@ def metered(fn):
                 _local.depth = 0
                 if budget is not None:
                     budget.charge(time.perf_counter() - t0)
+
     return wrapper
 
 
@@ -281,9 +292,14 @@ def progress(items, *, key: str, run_id, text=lambda item: "Working…"):
     box = st.empty()
     with box.container():
         bar = st.progress(0.0, text=text(items[0]) if items else "")
-        st.button("Cancel", key=f"{key}_cancel", icon=":material/stop:",
-                  on_click=ss.__setitem__, args=(flag, rid),
-                  help="Stop this computation (what finished so far is kept for the next run)")
+        st.button(
+            "Cancel",
+            key=f"{key}_cancel",
+            icon=":material/stop:",
+            on_click=ss.__setitem__,
+            args=(flag, rid),
+            help="Stop this computation (what finished so far is kept for the next run)",
+        )
     try:
         for j, item in enumerate(items):
             if j:
@@ -291,9 +307,11 @@ def progress(items, *, key: str, run_id, text=lambda item: "Working…"):
             try:
                 deadline.check()
             except Cancelled as exc:
-                st.warning(f"**Partial result:** {exc}; showing the first {j} of "
-                           f"{len(items)} steps. Ask for less to see all of it.",
-                           icon=":material/timer:")
+                st.warning(
+                    f"**Partial result:** {exc}; showing the first {j} of "
+                    f"{len(items)} steps. Ask for less to see all of it.",
+                    icon=":material/timer:",
+                )
                 return
             yield item
     finally:

@@ -7,6 +7,7 @@ comma-separated numbers, each the shortest text that reads back to the same floa
 is untrusted input: `decode` checks the length, the counts, that every number is finite and
 the sizes against the page's caps, and raises ValueError naming what is wrong.
 """
+
 from __future__ import annotations
 
 import math
@@ -53,8 +54,9 @@ def decode(text: str, *, max_n: int, max_T: int):
     except ValueError:
         raise ValueError("the edited data's size must read n,T") from None
     if not (1 <= n <= max_n and 1 <= T <= max_T):
-        raise ValueError(f"the edited data must have 1 ≤ n ≤ {max_n} and 1 ≤ T ≤ {max_T}; "
-                         f"got n={n}, T={T}")
+        raise ValueError(
+            f"the edited data must have 1 ≤ n ≤ {max_n} and 1 ≤ T ≤ {max_T}; got n={n}, T={T}"
+        )
     X = _parse(xs, n * T * 2, "the tokens").reshape(n, T, 2)
     Y = _parse(ys, n, "the labels")
     Z = _parse(zs, n * 2, "the queries").reshape(n, 2)

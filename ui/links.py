@@ -8,18 +8,21 @@ bound integer widget raises OverflowError on them inside Streamlit), numbers too
 be any setting, runs of text long enough to cost time, and links with thousands of
 parameters.
 """
+
 from __future__ import annotations
 
 import math
 
 from . import linkdata
 
-MAX_PARAMS = 64             # parameters one link may carry (the app uses about 30 at most)
-MAX_CHARS = 1_000           # characters of one value (a literal setting is capped at 500)
-LONG_VALUES = {"geo_data": linkdata.MAX_CHARS,   # values that carry data, with their caps
-               "words_text": 6_000,              # typed sentences (attsvm.limits.TEXT_CAPS)
-               "pt_text": 2_000}                 # the real transformer's typed sentences
-MAX_NUMBER = 2.0 ** 53      # beyond this no setting is meant, and int/float round-trips fail
+MAX_PARAMS = 64  # parameters one link may carry (the app uses about 30 at most)
+MAX_CHARS = 1_000  # characters of one value (a literal setting is capped at 500)
+LONG_VALUES = {
+    "geo_data": linkdata.MAX_CHARS,  # values that carry data, with their caps
+    "words_text": 6_000,  # typed sentences (attsvm.limits.TEXT_CAPS)
+    "pt_text": 2_000,
+}  # the real transformer's typed sentences
+MAX_NUMBER = 2.0**53  # beyond this no setting is meant, and int/float round-trips fail
 
 
 def refusal(key: str, value, *, position: int = 0) -> str | None:
@@ -46,7 +49,7 @@ def refusal(key: str, value, *, position: int = 0) -> str | None:
         try:
             x = float(v)
         except (ValueError, OverflowError):
-            continue            # text: the widget that reads it checks it
+            continue  # text: the widget that reads it checks it
         if not math.isfinite(x):
             return "not a finite number"
         if abs(x) > MAX_NUMBER:

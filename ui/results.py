@@ -1,6 +1,7 @@
 """The results store (`attsvm.store`) as the server sees it: one background filler per
 server process, shared by every session and charged to none, and each stored entry read
 and checked once per version of it."""
+
 from __future__ import annotations
 
 import contextlib
@@ -12,7 +13,7 @@ import streamlit as st
 
 from attsvm import filler, store
 
-RESTART_S = 60.0    # a finished filler is started again (entries gone missing) at most this often
+RESTART_S = 60.0  # a finished filler is started again (entries gone missing) at most this often
 
 
 class _Server:
@@ -20,7 +21,7 @@ class _Server:
 
     def __init__(self):
         self.lock, self.filler, self.started = threading.Lock(), None, -RESTART_S
-        self.pages = 0          # visitors' script runs in progress (`page_running`)
+        self.pages = 0  # visitors' script runs in progress (`page_running`)
 
     @contextlib.contextmanager
     def page(self):
@@ -63,8 +64,11 @@ def start_filler() -> None:
     """Start this server's background filler once (again, where entries have gone
     missing since it ended); nothing when `ATTSVM_FILL=0`."""
     if filler.fill_enabled():
-        _server().ensure(lambda: any(entry(n) is None and store.state(n).kind != "failed"
-                                     for n in filler.fill_names()))
+        _server().ensure(
+            lambda: any(
+                entry(n) is None and store.state(n).kind != "failed" for n in filler.fill_names()
+            )
+        )
 
 
 def page_running():
@@ -78,7 +82,8 @@ def filling() -> bool:
     """Whether the results this page lacks are on their way (this server's filler runs,
     or another server sharing the folder computes one)."""
     return filler.fill_enabled() and (
-        _server().running or any(store.state(n).kind == "computing" for n in store.names()))
+        _server().running or any(store.state(n).kind == "computing" for n in store.names())
+    )
 
 
 def queued(name: str) -> bool:
@@ -108,7 +113,7 @@ def _chart(name: str, path: str, stamp: tuple):
         return None
     try:
         return experiment_charts.chart(e.result)
-    except Exception:           # noqa: BLE001  (tables read back from CSV; the log says why)
+    except Exception:  # noqa: BLE001  (tables read back from CSV; the log says why)
         store.log.exception("results store: cannot draw %s's chart from its tables", name)
         return False
 

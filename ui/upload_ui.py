@@ -4,6 +4,7 @@ Files stay in this session's memory (Streamlit keeps uploads in RAM, `attsvm.io`
 bytes); nothing is written to disk or shared with another session. The parsed problem is
 kept in session state for the current file only.
 """
+
 from __future__ import annotations
 
 import streamlit as st
@@ -22,7 +23,8 @@ FORMAT_HELP = (
     "vector) or, for the ReLU head, d `V` rows. **NPZ**: arrays `X` (n, T, d), `Y` (n,), "
     "optional `Z` (n, d), `v` (d,) or `V` (d, d), optional `head` (linear, relu, "
     "quadratic) and `lam`. "
-    "The Export bundle's `data/problem.csv` is an example.")
+    "The Export bundle's `data/problem.csv` is an example."
+)
 
 
 def upload_problem(*, key: str = "upload") -> attsvm.Problem | None:
@@ -30,8 +32,12 @@ def upload_problem(*, key: str = "upload") -> attsvm.Problem | None:
     the reason shown as st.error)."""
     L = limits.current()
     f = st.file_uploader(
-        f"Your data (CSV or NPZ, ≤ {L.max_upload_bytes / 2**20:g} MB)", type=["csv", "npz"],
-        key=key, max_upload_size=max(1, L.max_upload_bytes // 2**20), help=FORMAT_HELP)
+        f"Your data (CSV or NPZ, ≤ {L.max_upload_bytes / 2**20:g} MB)",
+        type=["csv", "npz"],
+        key=key,
+        max_upload_size=max(1, L.max_upload_bytes // 2**20),
+        help=FORMAT_HELP,
+    )
     memo = f"_{key}_parsed"
     if f is None:
         st.session_state.pop(memo, None)
@@ -42,16 +48,18 @@ def upload_problem(*, key: str = "upload") -> attsvm.Problem | None:
             got = (f.file_id, aio.load_problem(f.getvalue(), filename=f.name, limits=L), None)
         except ValueError as exc:
             got = (f.file_id, None, str(exc))
-        st.session_state[memo] = got          # one entry per session: the current file
+        st.session_state[memo] = got  # one entry per session: the current file
     _, prob, error = got
     if error:
         name = hosted.escape_markdown(f.name[:100].replace("`", "'"))
-        st.error(f"**This file cannot be used** ({name}): {hosted.escape_markdown(error)}",
-                 icon="🚫")
+        st.error(
+            f"**This file cannot be used** ({name}): {hosted.escape_markdown(error)}", icon="🚫"
+        )
         return None
     head = prob.head + (f" (λ = {prob.lam:g})" if prob.head == "quadratic" else "")
-    st.caption(f"Loaded n = {prob.n}, T = {prob.T}, d = {prob.d}, "
-               f"{prob.attention}-attention, {head} head.")
+    st.caption(
+        f"Loaded n = {prob.n}, T = {prob.T}, d = {prob.d}, {prob.attention}-attention, {head} head."
+    )
     return prob
 
 
@@ -59,6 +67,13 @@ def upload_spec(prob: attsvm.Problem, attention: str) -> ProblemSpec:
     """A ProblemSpec holding the uploaded arrays. Without queries the file means
     self-attention on token 0, which is cross-attention with z_i = x_i1."""
     Z = prob.Z if prob.Z is not None else prob.X[:, 0, :]
-    return custom_spec(prob.X, prob.Y, Z, prob.v,
-                       attention="self" if prob.Z is None else attention,
-                       head=prob.head, V=prob.V, lam=prob.lam)
+    return custom_spec(
+        prob.X,
+        prob.Y,
+        Z,
+        prob.v,
+        attention="self" if prob.Z is None else attention,
+        head=prob.head,
+        V=prob.V,
+        lam=prob.lam,
+    )

@@ -1,4 +1,5 @@
 """Small page helpers: error display, budget checks, a bound-widget shortcut."""
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -30,15 +31,22 @@ def build(pspec: ProblemSpec) -> attsvm.Problem:
         return pspec.build()
 
 
-def check_gd(prob: attsvm.Problem, tspec: TrainSpec, *, runs: int = 1, steps: int | None = None,
-             svms=("fro", "nuc")):
+def check_gd(
+    prob: attsvm.Problem,
+    tspec: TrainSpec,
+    *,
+    runs: int = 1,
+    steps: int | None = None,
+    svms=("fro", "nuc"),
+):
     """Refuse (st.error + stop) a GD action over the active mode's budget: `runs` runs, plus
     one SVM solve per norm in `svms` for its result (what the pages show beside GD)."""
     with explained():
         hosted.check_session()
         kw = dict(n=prob.n, T=prob.T, d=prob.d, queries=prob.queries)
-        work = limits.check_gd(**kw, steps=steps or tspec.steps, runs=runs, param=tspec.param,
-                               m=tspec.m_for(prob))
+        work = limits.check_gd(
+            **kw, steps=steps or tspec.steps, runs=runs, param=tspec.param, m=tspec.m_for(prob)
+        )
         work += sum(limits.check_svm(**kw, norm=nm) for nm in svms)
         limits.check_work(work, what=f"GD ({runs:,} run(s)) and its SVM solutions")
 
@@ -51,8 +59,9 @@ def stop_if_one_token(prob: attsvm.Problem, why: str):
         st.stop()
 
 
-def train_both(pspec: ProblemSpec, prob: attsvm.Problem, tspec: TrainSpec,
-               labels=("W", "K Qᵀ")) -> dict:
+def train_both(
+    pspec: ProblemSpec, prob: attsvm.Problem, tspec: TrainSpec, labels=("W", "K Qᵀ")
+) -> dict:
     """GD on W and on (K, Q) with `tspec`'s other settings, each checked against the budget
     and cached: {label: Trajectory}, `labels` naming the W run and the (K, Q) run."""
     runs = {}
@@ -72,8 +81,9 @@ def check_svm(solves: int, prob: attsvm.Problem | None = None, norm: str = "fro"
         if prob is None:
             limits.check_svm(solves=solves)
         else:
-            limits.check_svm(solves=solves, n=prob.n, T=prob.T, d=prob.d, norm=norm,
-                             queries=prob.queries)
+            limits.check_svm(
+                solves=solves, n=prob.n, T=prob.T, d=prob.d, norm=norm, queries=prob.queries
+            )
 
 
 def page_header(title: str, claim: str):

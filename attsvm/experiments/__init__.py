@@ -50,8 +50,9 @@ def settings(name: str, **overrides):
     for key, value in m.fixed.items():
         overrides.setdefault(key, value)
         if overrides[key] != value:
-            raise ValueError(f"`{key}` must be {value!r} for experiment {name!r}; "
-                             f"got {overrides[key]!r}")
+            raise ValueError(
+                f"`{key}` must be {value!r} for experiment {name!r}; got {overrides[key]!r}"
+            )
     fields = set(m.Settings.__dataclass_fields__)
     bad = sorted(set(overrides) - fields)
     if bad:
@@ -68,7 +69,7 @@ def run(name: str, settings_=None, *, progress: Progress = no_progress, **overri
     then names."""
     m = record(name)
     s = settings_ if settings_ is not None else settings(name, **overrides)
-    budget.check(name, s)       # priced as a whole, refused before any work starts
+    budget.check(name, s)  # priced as a whole, refused before any work starts
     remote = CLUSTER.get()
     tally = Counter(remote.workers) if remote is not None else None
     t0 = time.perf_counter()
@@ -80,7 +81,7 @@ def run(name: str, settings_=None, *, progress: Progress = no_progress, **overri
         res = m.run(s, progress=progress)
     progress(1.0, "done")
     where = _backend()
-    if remote is not None:      # which workers computed it (attsvm.cluster)
+    if remote is not None:  # which workers computed it (attsvm.cluster)
         where["cluster"] = remote.record(since=tally)
     return Result(
         name=name,
@@ -105,8 +106,22 @@ def check(name: str, settings_=None, **overrides) -> budget.Price:
     return budget.check(name, settings_ if settings_ is not None else settings(name, **overrides))
 
 
-__all__ = ["EXPERIMENTS", "FOLLOWUPS", "REGISTRY", "Experiment", "Result", "record", "run",
-           "settings", "title", "paper_statistic", "notes", "uses_helpers", "price", "check"]
+__all__ = [
+    "EXPERIMENTS",
+    "FOLLOWUPS",
+    "REGISTRY",
+    "Experiment",
+    "Result",
+    "record",
+    "run",
+    "settings",
+    "title",
+    "paper_statistic",
+    "notes",
+    "uses_helpers",
+    "price",
+    "check",
+]
 
 
 def metadata(res: Result) -> dict:

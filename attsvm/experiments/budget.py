@@ -11,6 +11,7 @@ fits with the others unchanged.
 
     budget.check("local-convergence", experiments.settings("local-convergence", runs=500))
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -45,8 +46,19 @@ class Price:
 
 
 # Settings a visitor can lower to make a run cheaper (ints, and grids of ints).
-LOWERABLE = ("runs", "steps", "n", "T", "d", "ds", "max_draws", "max_seeds", "radii",
-             "restarts", "instances")
+LOWERABLE = (
+    "runs",
+    "steps",
+    "n",
+    "T",
+    "d",
+    "ds",
+    "max_draws",
+    "max_seeds",
+    "radii",
+    "restarts",
+    "instances",
+)
 
 
 def price(name: str, s) -> Price:
@@ -58,10 +70,14 @@ def price(name: str, s) -> Price:
 
 def _fits(name, s, L) -> bool:
     p = price(name, s)
-    caps = dict(n=L.max_n, T=L.max_T, d=L.max_d, steps=L.max_steps, runs=L.max_runs,
-                solves=L.max_svm_solves)
-    return (p.work <= L.max_work and p.floats <= L.max_record_floats
-            and all(v <= caps[k] for k, v in p.sizes.items() if k in caps))
+    caps = dict(
+        n=L.max_n, T=L.max_T, d=L.max_d, steps=L.max_steps, runs=L.max_runs, solves=L.max_svm_solves
+    )
+    return (
+        p.work <= L.max_work
+        and p.floats <= L.max_record_floats
+        and all(v <= caps[k] for k, v in p.sizes.items() if k in caps)
+    )
 
 
 def _largest(name, s, field, L):
@@ -83,7 +99,7 @@ def _largest(name, s, field, L):
     while lo < hi:
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if _fits(name, at(mid), L) else (lo, mid - 1)
-    try:        # a hint must be a value the experiment accepts (e.g. T ≥ 2)
+    try:  # a hint must be a value the experiment accepts (e.g. T ≥ 2)
         dataclasses.replace(s, **{field: getattr(at(lo), field)})
     except ValueError:
         return None
@@ -105,10 +121,14 @@ def check(name: str, s, *, limits_: limits.Limits | None = None) -> Price:
     p = price(name, s)
     if _fits(name, s, L):
         return p
-    caps = dict(n=L.max_n, T=L.max_T, d=L.max_d, steps=L.max_steps, runs=L.max_runs,
-                solves=L.max_svm_solves)
-    over = [f"{k} = {v:,} (at most {caps[k]:,})" for k, v in p.sizes.items()
-            if k in caps and v > caps[k]]
+    caps = dict(
+        n=L.max_n, T=L.max_T, d=L.max_d, steps=L.max_steps, runs=L.max_runs, solves=L.max_svm_solves
+    )
+    over = [
+        f"{k} = {v:,} (at most {caps[k]:,})"
+        for k, v in p.sizes.items()
+        if k in caps and v > caps[k]
+    ]
     if p.work > L.max_work:
         over.append(f"≈ {p.seconds:.3g} s of compute (at most {limits.seconds(L.max_work):.3g} s)")
     if p.floats > L.max_record_floats:
@@ -118,8 +138,7 @@ def check(name: str, s, *, limits_: limits.Limits | None = None) -> Price:
         if hasattr(s, field):
             best = _largest(name, s, field, L)
             if best is not None:
-                hints.append(f"`{field}` ≤ {best:,}" if field != "ds"
-                             else f"`ds` up to {best:,}")
+                hints.append(f"`{field}` ≤ {best:,}" if field != "ds" else f"`ds` up to {best:,}")
     if not hints:
         default = type(s)(**({"preset": s.preset} if hasattr(s, "preset") else {}))
         hints_text = ". No single setting fits when lowered alone: ask for less of several"
@@ -129,4 +148,5 @@ def check(name: str, s, *, limits_: limits.Limits | None = None) -> Price:
         hints_text = f". Lower one setting: {', or '.join(hints)}"
     raise limits.BudgetError(
         f"{name} with these settings asks for {'; '.join(over)} per action in {L.mode} mode"
-        + hints_text)
+        + hints_text
+    )

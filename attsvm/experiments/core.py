@@ -103,19 +103,32 @@ class Experiment:
     fixed: dict = field(default_factory=dict)
 
 
-NORM_OF = {"W": "fro", "KQ": "nuc"}    # the SVM norm GD on each parameterization reaches
+NORM_OF = {"W": "fro", "KQ": "nuc"}  # the SVM norm GD on each parameterization reaches
 
 
-def gd_price(what, *, n, T, d, steps, runs, param="W", queries="single", record_every=None,
-             span=True):
+def gd_price(
+    what, *, n, T, d, steps, runs, param="W", queries="single", record_every=None, span=True
+):
     """(what, work) of GD runs (NGD in `attsvm.engine`: priced in its span form where it
     takes it; span=False for another engine) and the floats one call records."""
-    item = (what, limits.gd_work(n=n, T=T, d=d, steps=steps, runs=runs, param=param,
-                                 queries=queries, record_every=record_every if span else None))
+    item = (
+        what,
+        limits.gd_work(
+            n=n,
+            T=T,
+            d=d,
+            steps=steps,
+            runs=runs,
+            param=param,
+            queries=queries,
+            record_every=record_every if span else None,
+        ),
+    )
     floats = 0
     if record_every is not None:
-        floats = limits.record_floats(n=n, T=T, d=d, steps=steps, record_every=record_every,
-                                      runs=runs, queries=queries)
+        floats = limits.record_floats(
+            n=n, T=T, d=d, steps=steps, record_every=record_every, runs=runs, queries=queries
+        )
     return item, floats
 
 
@@ -160,13 +173,11 @@ def check_float_grid(name: str, values, lo: float, hi: float, *, lo_open: bool =
     """A non-empty tuple of distinct floats in [lo, hi] ((lo, hi] with lo_open), sorted."""
     span = f"{'(' if lo_open else '['}{lo:g}, {hi:g}]"
     try:
-        vals = tuple(sorted({float(check_float(name, v, lo, hi, lo_open=lo_open))
-                             for v in values}))
+        vals = tuple(sorted({float(check_float(name, v, lo, hi, lo_open=lo_open)) for v in values}))
     except TypeError as exc:
         raise ValueError(f"`{name}` must be a list of numbers in {span}; got {values!r}") from exc
     if not vals:
-        raise ValueError(f"`{name}` must be a non-empty list of numbers in {span}; "
-                         f"got {values!r}")
+        raise ValueError(f"`{name}` must be a non-empty list of numbers in {span}; got {values!r}")
     return vals
 
 
@@ -212,8 +223,10 @@ def sweep(
     if len(indices) != B:
         raise ValueError(f"`indices` must have one entry per problem ({B}); got {len(indices)}")
 
-    chunks = ((np.arange(lo, min(lo + C, B)), probs[lo:lo + C], indices[lo:lo + C])
-              for lo in range(0, B, C))
+    chunks = (
+        (np.arange(lo, min(lo + C, B)), probs[lo : lo + C], indices[lo : lo + C])
+        for lo in range(0, B, C)
+    )
     done = 0
     for idx, tr in stream(chunks, C, param=param, seed=seed, rebuild=rebuild, **train_kw):
         done += len(idx)
@@ -221,8 +234,16 @@ def sweep(
         yield idx, tr
 
 
-def stream(chunks: Iterator, size: int, *, param: str = "W", seed: int = 0, judge=None,
-           rebuild=None, **train_kw) -> Iterator[tuple]:
+def stream(
+    chunks: Iterator,
+    size: int,
+    *,
+    param: str = "W",
+    seed: int = 0,
+    judge=None,
+    rebuild=None,
+    **train_kw,
+) -> Iterator[tuple]:
     """GD on a stream of chunks of problems of one shape, each padded to `size` runs (one
     compiled program); yields (key, batched Trajectory) per chunk, in order, or (key,
     judge(problems, Trajectory)) with a (picklable) `judge`. On a cluster (`attsvm.cluster.
@@ -249,12 +270,15 @@ def stream(chunks: Iterator, size: int, *, param: str = "W", seed: int = 0, judg
 
     def job(k, ps, inds):
         ps, n = list(ps), len(ps)
-        ins = [default_init(p, param, seed=seed, m=m, index=int(i))
-               for p, i in zip(ps, inds, strict=True)]
-        ps += [ps[-1]] * (size - n)         # same shape for every chunk: one compile
+        ins = [
+            default_init(p, param, seed=seed, m=m, index=int(i))
+            for p, i in zip(ps, inds, strict=True)
+        ]
+        ps += [ps[-1]] * (size - n)  # same shape for every chunk: one compile
         ins += [ins[-1]] * (size - n)
-        tr = train_batch(ps, param=param, seed=seed, init=ins,
-                         devices=[devices[k % len(devices)]], **train_kw)
+        tr = train_batch(
+            ps, param=param, seed=seed, init=ins, devices=[devices[k % len(devices)]], **train_kw
+        )
         return _slice(tr, n)
 
     pool = ThreadPoolExecutor(max_workers=depth)
@@ -288,7 +312,7 @@ def in_order(items, submit: Callable, depth: int, wait: Callable = lambda f: f.r
         while pending:
             item, fut = pending.popleft()
             out = wait(fut)
-            fill()              # the freed worker's next item, before the caller's work
+            fill()  # the freed worker's next item, before the caller's work
             yield item, out
     finally:
         for _, fut in pending:
@@ -303,10 +327,22 @@ CLUSTER: contextvars.ContextVar = contextvars.ContextVar("attsvm_cluster", defau
 def _on_cluster(chunks, size, param, seed, judge, rebuild, train_kw):
     """`stream` on the cluster in use: each chunk a task (`_remote_chunk`), its problems
     rebuilt there from `rebuild(key)` where given, else sent."""
-    tasks = ((key, _remote_chunk,
-              (rebuild(key) if rebuild is not None else (_given, (list(ps),)),
-               [int(i) for i in inds], size, param, seed, judge, train_kw))
-             for key, ps, inds in chunks)
+    tasks = (
+        (
+            key,
+            _remote_chunk,
+            (
+                rebuild(key) if rebuild is not None else (_given, (list(ps),)),
+                [int(i) for i in inds],
+                size,
+                param,
+                seed,
+                judge,
+                train_kw,
+            ),
+        )
+        for key, ps, inds in chunks
+    )
     yield from CLUSTER.get().stream(tasks)
 
 
@@ -321,18 +357,27 @@ def _remote_chunk(source, inds, size, param, seed, judge, train_kw):
     fn, args = source
     ps = list(fn(*args))
     n, m = len(ps), train_kw.get("m")
-    ins = [default_init(p, param, seed=seed, m=m, index=int(i))
-           for p, i in zip(ps, inds, strict=True)]
-    tr = _slice(train_batch(ps + [ps[-1]] * (size - n), param=param, seed=seed,
-                            init=ins + [ins[-1]] * (size - n), devices=[jax.devices()[0]],
-                            **train_kw), n)
+    ins = [
+        default_init(p, param, seed=seed, m=m, index=int(i)) for p, i in zip(ps, inds, strict=True)
+    ]
+    tr = _slice(
+        train_batch(
+            ps + [ps[-1]] * (size - n),
+            param=param,
+            seed=seed,
+            init=ins + [ins[-1]] * (size - n),
+            devices=[jax.devices()[0]],
+            **train_kw,
+        ),
+        n,
+    )
     return tr if judge is None else list(judge(ps, tr))
 
 
 # -- helper processes ----------------------------------------------------------------------
-HELPERS = 0     # processes `ordered_map` may use beside this one (`use_helper_processes`)
+HELPERS = 0  # processes `ordered_map` may use beside this one (`use_helper_processes`)
 _POOL: dict = {}  # the helpers' pool, by size: started once, kept for the process's life
-_SETUP = None     # a module-level function each helper calls first (`use_helper_processes`)
+_SETUP = None  # a module-level function each helper calls first (`use_helper_processes`)
 
 
 def use_helper_processes(n: int | None, *, setup=None) -> int:
@@ -358,7 +403,7 @@ def stop_helper_processes() -> None:
         workers = list((getattr(pool, "_processes", None) or {}).values())  # CPython's
         pool.shutdown(wait=False, cancel_futures=True)
         for w in workers:
-            w.terminate()           # the pool's own thread reaps them
+            w.terminate()  # the pool's own thread reaps them
     _POOL.clear()
 
 
@@ -370,6 +415,7 @@ def _helper_init(setup=None) -> None:
     if setup is not None:
         setup()
     from .. import fastsvm, svm  # noqa: F401
+
     threadpool_limits(limits=1, user_api="blas")
 
 
@@ -382,8 +428,12 @@ def _helpers():
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        pool = ProcessPoolExecutor(HELPERS, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_helper_init, initargs=(_SETUP,))
+        pool = ProcessPoolExecutor(
+            HELPERS,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_helper_init,
+            initargs=(_SETUP,),
+        )
         # start every worker now: each imports attsvm before its first task
         entry = _POOL[HELPERS] = (pool, [pool.submit(int) for _ in range(HELPERS)])
     return entry
@@ -415,7 +465,7 @@ def ordered_map(fn, items: list, *, progress: Progress = no_progress) -> list:
     out = [todo] * len(items)
     try:
         _share(fn, items, out, _helpers(), progress)
-    except BrokenProcessPool:           # a helper died (killed, out of memory): go on here
+    except BrokenProcessPool:  # a helper died (killed, out of memory): go on here
         _POOL.pop(HELPERS, None)
         for k, item in enumerate(items):
             if out[k] is todo:
@@ -448,7 +498,7 @@ def _share(fn, items, out, helpers, progress) -> None:
         for fut in [f for f in inflight if f.done()]:
             out[inflight.pop(fut)] = fut.result()
             done += 1
-        if lo < hi:                                           # this process: from the front
+        if lo < hi:  # this process: from the front
             out[lo] = fn(*items[lo])
             lo += 1
             done += 1
@@ -470,15 +520,32 @@ def stage(progress: Progress, lo: float, span: float, label: str) -> Progress:
     return lambda f, t: progress(lo + span * f, f"{label}: {t}")
 
 
-def train_settings(probs, s, *, progress: Progress, at: tuple, param: str | None = None,
-                   record_every: int | None = None, rebuild=None, **gradient) -> dict:
+def train_settings(
+    probs,
+    s,
+    *,
+    progress: Progress,
+    at: tuple,
+    param: str | None = None,
+    record_every: int | None = None,
+    rebuild=None,
+    **gradient,
+) -> dict:
     """`train_all` with the GD settings of the record `s`: param (unless given), steps, lr,
     record_every (unless given) and the initialization seed; `gradient`: centred/eps (e.g.
     `optimizers.AUTHORS_GRADIENT`); its progress is the stage `at` = (lo, span, label) of
     `progress` (`stage`); `rebuild`: as `sweep`'s."""
-    return train_all(probs, param=param or s.param, steps=s.steps, lr=s.lr,
-                     record_every=record_every or s.record_every, seed=s.seed,
-                     progress=stage(progress, *at), rebuild=rebuild, **gradient)
+    return train_all(
+        probs,
+        param=param or s.param,
+        steps=s.steps,
+        lr=s.lr,
+        record_every=record_every or s.record_every,
+        seed=s.seed,
+        progress=stage(progress, *at),
+        rebuild=rebuild,
+        **gradient,
+    )
 
 
 def train_all(probs, **kw) -> dict:

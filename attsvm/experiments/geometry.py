@@ -227,16 +227,40 @@ def _summary(s, corr, svms) -> dict:
 def price(s: Settings) -> tuple:
     """(items, floats, sizes) of a run with `s` (`budget.Price`), from `run`'s loop sizes."""
     p = paper_problem(s.preset)
-    items = [gd_price(f"GD on {param}", n=p.n, T=p.T, d=p.d, steps=s.steps, runs=1, param=param,
-                 record_every=1) for param in ("W", "KQ")]
-    svm = [(f"Att-SVM ({nm})", limits.svm_work(n=p.n, T=p.T, d=p.d, norm=nm))
-           for nm in ("fro", "nuc")]
-    return ([i for i, _ in items] + svm, max(f for _, f in items),
-            dict(n=p.n, T=p.T, d=p.d, steps=s.steps, runs=1))
+    items = [
+        gd_price(
+            f"GD on {param}",
+            n=p.n,
+            T=p.T,
+            d=p.d,
+            steps=s.steps,
+            runs=1,
+            param=param,
+            record_every=1,
+        )
+        for param in ("W", "KQ")
+    ]
+    svm = [
+        (f"Att-SVM ({nm})", limits.svm_work(n=p.n, T=p.T, d=p.d, norm=nm)) for nm in ("fro", "nuc")
+    ]
+    return (
+        [i for i, _ in items] + svm,
+        max(f for _, f in items),
+        dict(n=p.n, T=p.T, d=p.d, steps=s.steps, runs=1),
+    )
 
 
 RECORDS = tuple(
-    Experiment(name=name, title=TITLE, paper=PAPER[name], Settings=Settings, run=run,
-               price=price, chart="attsvm_charts.experiments:geometry", tiny=dict(steps=200),
-               fixed=dict(preset=name))
-    for name in NAMES)
+    Experiment(
+        name=name,
+        title=TITLE,
+        paper=PAPER[name],
+        Settings=Settings,
+        run=run,
+        price=price,
+        chart="attsvm_charts.experiments:geometry",
+        tiny=dict(steps=200),
+        fixed=dict(preset=name),
+    )
+    for name in NAMES
+)

@@ -106,7 +106,11 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
     trajs, share = {}, 0.8 / len(s.params)
     for j, param in enumerate(s.params):
         trajs[param] = train_settings(
-            probs, s, param=param, progress=progress, at=(share * j, share, param),
+            probs,
+            s,
+            param=param,
+            progress=progress,
+            at=(share * j, share, param),
             **AUTHORS_GRADIENT,  # the official code's loop: its numbers are the reference
         )
     # SVMs for each distinct (run, α): both parameterizations usually share most of them
@@ -174,8 +178,9 @@ def _per_run(tr: dict, alphas, W_svm: dict) -> dict:
         rows = []
         for r, a in enumerate(alphas):
             W = W_svm[norm][(r, tuple(a))]
-            rows.append(correlation(tr["W"][r], W) if W is not None
-                        else np.full(len(tr["steps"]), np.nan))
+            rows.append(
+                correlation(tr["W"][r], W) if W is not None else np.full(len(tr["steps"]), np.nan)
+            )
         per[f"corr_{norm}"] = np.stack(rows)
     return per
 
@@ -212,8 +217,16 @@ def _summary(s: Settings, curve, runs_df) -> dict:
         for step, paper in ref.items():
             if step in steps:
                 mean, std = _value(curve, param, measure, step)
-                out["rows"].append(dict(param=param, measure=measure, step=step, ours=mean,
-                                        ours_std=std, paper=paper))
+                out["rows"].append(
+                    dict(
+                        param=param,
+                        measure=measure,
+                        step=step,
+                        ours=mean,
+                        ours_std=std,
+                        paper=paper,
+                    )
+                )
     frac = runs_df.groupby("param")["is_global"].mean().to_dict()
     out["fraction_global"] = {p: float(v) for p, v in frac.items()}
     out["paper_fraction_global"] = {p: REFERENCE_GLOBAL[p] for p in s.params}
@@ -242,18 +255,41 @@ def _summary(s: Settings, curve, runs_df) -> dict:
 # -- the record: what the registry, CLI, store, budget and Reproduce page read --------
 def price(s: Settings) -> tuple:
     """(items, floats, sizes) of a run with `s` (`budget.Price`), from `run`'s loop sizes."""
-    gd = [gd_price(f"GD on {param}", n=s.n, T=s.T, d=s.d, steps=s.steps, runs=s.runs, param=param,
-              record_every=s.record_every) for param in s.params]
-    keys = s.runs * len(s.params)      # distinct (run, selection) pairs, at most
-    svm = [(f"{keys} × Att-SVM ({nm}), bulk",
-            limits.bulk_svm_work(n=s.n, T=s.T, d=s.d, norm=nm, solves=keys))
-           for nm in ("fro", "nuc")]
-    return ([i for i, _ in gd] + svm, max(f for _, f in gd),
-            dict(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=s.runs, solves=2 * keys))
+    gd = [
+        gd_price(
+            f"GD on {param}",
+            n=s.n,
+            T=s.T,
+            d=s.d,
+            steps=s.steps,
+            runs=s.runs,
+            param=param,
+            record_every=s.record_every,
+        )
+        for param in s.params
+    ]
+    keys = s.runs * len(s.params)  # distinct (run, selection) pairs, at most
+    svm = [
+        (
+            f"{keys} × Att-SVM ({nm}), bulk",
+            limits.bulk_svm_work(n=s.n, T=s.T, d=s.d, norm=nm, solves=keys),
+        )
+        for nm in ("fro", "nuc")
+    ]
+    return (
+        [i for i, _ in gd] + svm,
+        max(f for _, f in gd),
+        dict(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=s.runs, solves=2 * keys),
+    )
 
 
 RECORD = Experiment(
-    name=NAME, title=TITLE, paper=PAPER, Settings=Settings, run=run, price=price,
+    name=NAME,
+    title=TITLE,
+    paper=PAPER,
+    Settings=Settings,
+    run=run,
+    price=price,
     chart="attsvm_charts.experiments:local_convergence",
     tiny=dict(runs=4, steps=200, record_every=50),
     notes=NOTES,

@@ -22,6 +22,7 @@ entrywise-max (ℓ∞) and spectral norms, corr(W, W^mm) and the margin ratio
 spectral SVMs are not unique). signGD ↔ ℓ∞ and spectral descent ↔ spectral norm are theorems
 for linear models (arXiv 2502.04664) and open for attention (docs/followups.md §5): measured.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -116,22 +117,25 @@ class Settings:
         object.__setattr__(self, "ps", ps)
         lrs = tuple(float(check_float("lrs", x, 0.0, 1e3, lo_open=True)) for x in self.lrs)
         if lrs and len(lrs) != len(ps):
-            raise ValueError(f"`lrs` must be empty or have one η per p ({len(ps)}); "
-                             f"got {self.lrs!r}")
+            raise ValueError(
+                f"`lrs` must be empty or have one η per p ({len(ps)}); got {self.lrs!r}"
+            )
         object.__setattr__(self, "lrs", lrs)
         check_int("steps", self.steps, 1, 1_000_000)
         check_int("record_every", self.record_every, 1, self.steps)
         if self.steps % self.record_every:
-            raise ValueError(f"`record_every` must divide `steps` ({self.steps}); "
-                             f"got {self.record_every}")
+            raise ValueError(
+                f"`record_every` must divide `steps` ({self.steps}); got {self.record_every}"
+            )
         if self.radius is not None:
             check_float("radius", self.radius, 0.0, 1e6, lo_open=True)
         check_int("data_seed", self.data_seed, 0, 2**31)
         try:
             steep = tuple(self.steepest)
         except TypeError as exc:
-            raise ValueError(f"`steepest` must be a list of {list(STEEPEST)}; "
-                             f"got {self.steepest!r}") from exc
+            raise ValueError(
+                f"`steepest` must be a list of {list(STEEPEST)}; got {self.steepest!r}"
+            ) from exc
         if any(o not in STEEPEST for o in steep):
             raise ValueError(f"`steepest` must be a list of {list(STEEPEST)}; got {steep!r}")
         object.__setattr__(self, "steepest", steep)
@@ -152,6 +156,61 @@ def stop_index(norms: np.ndarray, radius: float | None) -> int:
     return int(fin[-1]) if len(fin) else 0
 
 
+def _mirror_descent_runs(s: Settings, probs, lrs, progress: Progress) -> list:
+    """The weights of normalized ℓp-MD from W = 0, one batch per p: [(runs, k, d, d)] per p."""
+    P = len(s.ps)
+    # the engine, one batch per p (p and η are traced: one compiled program for all p)
+    zeros = [np.zeros((s.d, s.d))] * s.runs
+    Ws = []
+    for j, p in enumerate(s.ps):
+        Ws.append(
+            train_batch(
+                probs,
+                optimizer="nmd",
+                p=p,
+                lr=lrs[j],
+                steps=s.steps,
+                init=zeros,
+                record_every=s.record_every,
+            ).W
+        )
+        progress(0.02 + 0.48 * (j + 1) / P, f"mirror descent: p = {p:g}")
+    return Ws
+
+
+def _by_p(runs_df: pd.DataFrame) -> pd.DataFrame:
+    """Per exponent p: the correlation with its own ℓp-SVM against the best other, how often
+    it is the highest, the share selecting opt, and median stopping step and norm."""
+    return (
+        runs_df.groupby("p")
+        .agg(
+            corr_own_median=("corr_own", "median"),
+            corr_own_min=("corr_own", "min"),
+            best_other_median=("corr_best_other", "median"),
+            own_ge_099=("corr_own", lambda x: float((x >= 0.99).mean())),
+            own_highest=("own_highest", "mean"),
+            share_opt=("is_opt", "mean"),
+            median_step=("step", "median"),
+            median_norm=("norm_fro", "median"),
+            runs=("corr_own", "size"),
+        )
+        .reset_index()
+    )
+
+
+def _steepest_table(steep_df: pd.DataFrame) -> pd.DataFrame:
+    """Per steepest-descent optimizer and SVM norm: median correlation and margin ratio."""
+    return (
+        steep_df.groupby(["optimizer", "norm"], sort=False)
+        .agg(
+            corr_median=("corr", "median"),
+            margin_ratio_median=("margin_ratio", "median"),
+            runs=("corr", "size"),
+        )
+        .reset_index()
+    )
+
+
 def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
     """The experiment (module doc). Long because each run's row is built where its SVMs
     are solved, in the order the module doc describes."""
@@ -159,13 +218,7 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
     probs = [random_problem(s.n, s.T, s.d, seed=s.data_seed + i) for i in range(s.runs)]
     P = len(s.ps)
     progress(0.02, f"mirror descent: {s.runs} instances × {P} exponents")
-    # the engine, one batch per p (p and η are traced: one compiled program for all p)
-    zeros = [np.zeros((s.d, s.d))] * s.runs
-    Ws = []
-    for j, p in enumerate(s.ps):
-        Ws.append(train_batch(probs, optimizer="nmd", p=p, lr=lrs[j], steps=s.steps,
-                              init=zeros, record_every=s.record_every).W)
-        progress(0.02 + 0.48 * (j + 1) / P, f"mirror descent: p = {p:g}")
+    Ws = _mirror_descent_runs(s, probs, lrs, progress)
     steps = np.arange(0, s.steps + 1, s.record_every)
     progress(0.5, "ℓp-AttSVMs at the final selections")
     cache, runs, cors = {}, [], []
@@ -176,9 +229,16 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
             k = stop_index(norms, s.radius)
             W = Ws[j][i, k]
             alpha = selection(prob, W)
-            row = dict(instance=i, data_seed=s.data_seed + i, p=p, lr=lrs[j],
-                       step=int(steps[k]), norm_fro=float(norms[k]),
-                       alpha=" ".join(map(str, alpha)), is_opt=bool(np.array_equal(alpha, opt)))
+            row = dict(
+                instance=i,
+                data_seed=s.data_seed + i,
+                p=p,
+                lr=lrs[j],
+                step=int(steps[k]),
+                norm_fro=float(norms[k]),
+                alpha=" ".join(map(str, alpha)),
+                is_opt=bool(np.array_equal(alpha, opt)),
+            )
             cs = []
             for q in s.ps:
                 key = (i, tuple(alpha), q)
@@ -191,35 +251,32 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
                 cors.append(dict(instance=i, p=p, p_svm=q, corr=c))
             cs = np.array(cs)
             others = np.delete(cs, j)
-            row.update(corr_own=cs[j],
-                       corr_best_other=float(np.nanmax(others)) if np.isfinite(others).any()
-                       else np.nan,
-                       feasible=bool(np.isfinite(cs[j])))
-            row["own_highest"] = bool(row["feasible"] and (not np.isfinite(others).any()
-                                                           or cs[j] > row["corr_best_other"]))
+            row.update(
+                corr_own=cs[j],
+                corr_best_other=float(np.nanmax(others)) if np.isfinite(others).any() else np.nan,
+                feasible=bool(np.isfinite(cs[j])),
+            )
+            row["own_highest"] = bool(
+                row["feasible"]
+                and (not np.isfinite(others).any() or cs[j] > row["corr_best_other"])
+            )
             runs.append(row)
         progress(0.5 + 0.5 * (i + 1) / s.runs, f"instance {i + 1}/{s.runs}")
     steep_df = _steepest(s, probs, progress)
     runs_df, cors_df = pd.DataFrame(runs), pd.DataFrame(cors)
-    by_p = (runs_df.groupby("p")
-            .agg(corr_own_median=("corr_own", "median"), corr_own_min=("corr_own", "min"),
-                 best_other_median=("corr_best_other", "median"),
-                 own_ge_099=("corr_own", lambda x: float((x >= 0.99).mean())),
-                 own_highest=("own_highest", "mean"), share_opt=("is_opt", "mean"),
-                 median_step=("step", "median"), median_norm=("norm_fro", "median"),
-                 runs=("corr_own", "size"))
-            .reset_index())
+    by_p = _by_p(runs_df)
     heat = cors_df.groupby(["p", "p_svm"])["corr"].median().reset_index()
     frames = {"by_p": by_p, "runs": runs_df, "correlations": cors_df, "heatmap": heat}
     if len(steep_df):
         frames["steepest"] = steep_df
-        frames["steepest_table"] = (steep_df.groupby(["optimizer", "norm"], sort=False)
-                                    .agg(corr_median=("corr", "median"),
-                                         margin_ratio_median=("margin_ratio", "median"),
-                                         runs=("corr", "size"))
-                                    .reset_index())
-    return Result(name=NAME, frames=frames, summary=_summary(s, by_p, runs_df, frames),
-                  settings=settings_dict(s), notes=NOTES)
+        frames["steepest_table"] = _steepest_table(steep_df)
+    return Result(
+        name=NAME,
+        frames=frames,
+        summary=_summary(s, by_p, runs_df, frames),
+        settings=settings_dict(s),
+        notes=NOTES,
+    )
 
 
 def _steepest(s, probs, progress) -> pd.DataFrame:
@@ -229,8 +286,9 @@ def _steepest(s, probs, progress) -> pd.DataFrame:
     zeros = [np.zeros((s.d, s.d))] * s.runs
     for j, opt in enumerate(s.steepest):
         progress(0.9 + 0.1 * j / len(s.steepest), f"{STEEPEST_LABEL[opt]}: {s.runs} runs")
-        Wf = train_batch(probs, optimizer=opt, lr=s.steepest_lr, steps=s.steps, init=zeros,
-                         record_every=s.steps).W[:, -1]
+        Wf = train_batch(
+            probs, optimizer=opt, lr=s.steepest_lr, steps=s.steps, init=zeros, record_every=s.steps
+        ).W[:, -1]
         for i, prob in enumerate(probs):
             W = Wf[i]
             alpha = selection(prob, W)
@@ -239,12 +297,20 @@ def _steepest(s, probs, progress) -> pd.DataFrame:
             for norm in STEEPEST_NORMS:
                 sol = solve_att_svm(prob, alpha, norm=norm)
                 ok = sol.feasible and margin > 0
-                rows.append(dict(
-                    instance=i, optimizer=opt, norm=norm, theory=STEEPEST[opt] == norm,
-                    alpha=" ".join(map(str, alpha)), norm_fro=float(np.linalg.norm(W)),
-                    corr=correlation(W, sol.W) if sol.feasible else np.nan,
-                    margin_ratio=(margin / matrix_norm(W, norm) * sol.objective) if ok
-                    else np.nan))
+                rows.append(
+                    dict(
+                        instance=i,
+                        optimizer=opt,
+                        norm=norm,
+                        theory=STEEPEST[opt] == norm,
+                        alpha=" ".join(map(str, alpha)),
+                        norm_fro=float(np.linalg.norm(W)),
+                        corr=correlation(W, sol.W) if sol.feasible else np.nan,
+                        margin_ratio=(margin / matrix_norm(W, norm) * sol.objective)
+                        if ok
+                        else np.nan,
+                    )
+                )
     return pd.DataFrame(rows)
 
 
@@ -253,34 +319,51 @@ def _steepest_text(t: pd.DataFrame) -> str:
     parts = []
     for opt in dict.fromkeys(t.optimizer):
         sub = t[t.optimizer == opt].set_index("norm").margin_ratio_median
-        parts.append(f"{STEEPEST_LABEL[opt]} " + " / ".join(
-            f"{'ℓ∞' if n == 'max' else n} {fmt(sub[n], 4)}" for n in STEEPEST_NORMS))
-    return ("Steepest descent, median margin ratio with the fro / ℓ∞ / spectral Att-SVM at "
-            "its own selection (1 = that SVM's direction): " + "; ".join(parts)
-            + ". signGD → ℓ∞ and spectral descent → spectral norm are proved for linear "
-            "models (arXiv 2502.04664) and open for attention: measured here, not theorems")
+        parts.append(
+            f"{STEEPEST_LABEL[opt]} "
+            + " / ".join(f"{'ℓ∞' if n == 'max' else n} {fmt(sub[n], 4)}" for n in STEEPEST_NORMS)
+        )
+    return (
+        "Steepest descent, median margin ratio with the fro / ℓ∞ / spectral Att-SVM at "
+        "its own selection (1 = that SVM's direction): "
+        + "; ".join(parts)
+        + ". signGD → ℓ∞ and spectral descent → spectral norm are proved for linear "
+        "models (arXiv 2502.04664) and open for attention: measured here, not theorems"
+    )
 
 
 def _summary(s, by_p, runs_df, frames=None) -> dict:
-    parts = [f"p={r.p:g}: own {fmt(r.corr_own_median, 4)} (min {fmt(r.corr_own_min, 4)}) vs "
-             f"best other {fmt(r.best_other_median, 4)}, opt {fmt(r.share_opt, 2)}"
-             for r in by_p.itertuples()]
+    parts = [
+        f"p={r.p:g}: own {fmt(r.corr_own_median, 4)} (min {fmt(r.corr_own_min, 4)}) vs "
+        f"best other {fmt(r.best_other_median, 4)}, opt {fmt(r.share_opt, 2)}"
+        for r in by_p.itertuples()
+    ]
     ok = runs_df[runs_df.feasible]
-    text = (f"normalized ℓp-MD from W=0, n={s.n} T={s.T} d={s.d}, {s.runs} instances, stopped "
-            f"{'at ‖W‖_F ≥ %g' % s.radius if s.radius else 'after %d steps' % s.steps}: "
-            "median corr with own ℓp-AttSVM " + "; ".join(parts)
-            + f". Own SVM highest in {int(ok.own_highest.sum())}/{len(runs_df)} runs, own ≥ 0.99"
-            f" in {int((ok.corr_own >= 0.99).sum())}/{len(runs_df)} (proved: local convergence "
-            "to the ℓp-AttSVM, arXiv 2410.14581; the share selecting opt from W=0 is measured, "
-            "not a theorem)")
-    rows = [{k: (float(v) if isinstance(v, (float, np.floating)) else v)
-             for k, v in r._asdict().items() if k != "Index"} for r in by_p.itertuples()]
+    text = (
+        f"normalized ℓp-MD from W=0, n={s.n} T={s.T} d={s.d}, {s.runs} instances, stopped "
+        f"{'at ‖W‖_F ≥ %g' % s.radius if s.radius else 'after %d steps' % s.steps}: "
+        "median corr with own ℓp-AttSVM "
+        + "; ".join(parts)
+        + f". Own SVM highest in {int(ok.own_highest.sum())}/{len(runs_df)} runs, own ≥ 0.99"
+        f" in {int((ok.corr_own >= 0.99).sum())}/{len(runs_df)} (proved: local convergence "
+        "to the ℓp-AttSVM, arXiv 2410.14581; the share selecting opt from W=0 is measured, "
+        "not a theorem)"
+    )
+    rows = [
+        {
+            k: (float(v) if isinstance(v, (float, np.floating)) else v)
+            for k, v in r._asdict().items()
+            if k != "Index"
+        }
+        for r in by_p.itertuples()
+    ]
     out = {"paper": PAPER, "rows": rows, "text": text}
     if frames and "steepest_table" in frames:
         out["text"] = text + ". " + _steepest_text(frames["steepest_table"])
-        out["steepest"] = [{k: (float(v) if isinstance(v, (float, np.floating)) else v)
-                            for k, v in r.items()}
-                           for r in frames["steepest_table"].to_dict("records")]
+        out["steepest"] = [
+            {k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in r.items()}
+            for r in frames["steepest_table"].to_dict("records")
+        ]
     return out
 
 
@@ -290,25 +373,44 @@ def price(s: Settings) -> tuple:
     are power-cone programs, priced with the conic formula."""
     B = s.runs * len(s.ps)
     gd = limits.gd_work(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=B)
-    solves = B * len(s.ps)          # at most: runs sharing a selection share its SVMs
-    items = [(f"{B} mirror-descent runs", gd),
-             (f"{solves} ℓp-AttSVMs (cvxpy)",
-              limits.svm_work(n=s.n, T=s.T, d=s.d, norm="lp", solves=solves))]
-    S = s.runs * len(s.steepest)    # steepest descent: fro, ℓ∞ and spectral SVM per run
+    solves = B * len(s.ps)  # at most: runs sharing a selection share its SVMs
+    items = [
+        (f"{B} mirror-descent runs", gd),
+        (
+            f"{solves} ℓp-AttSVMs (cvxpy)",
+            limits.svm_work(n=s.n, T=s.T, d=s.d, norm="lp", solves=solves),
+        ),
+    ]
+    S = s.runs * len(s.steepest)  # steepest descent: fro, ℓ∞ and spectral SVM per run
     if S:
-        items += [(f"{S} steepest-descent runs",
-                   limits.gd_work(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=S)),
-                  (f"{3 * S} fro/ℓ∞/spectral Att-SVMs (cvxpy)",
-                   limits.svm_work(n=s.n, T=s.T, d=s.d, norm="fro", solves=S)
-                   + limits.svm_work(n=s.n, T=s.T, d=s.d, norm="max", solves=2 * S))]
-    floats = limits.record_floats(n=s.n, T=s.T, d=s.d, steps=s.steps,
-                                  record_every=s.record_every, runs=B)
-    return items, floats, dict(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=B + S,
-                               solves=solves + 3 * S)
+        items += [
+            (
+                f"{S} steepest-descent runs",
+                limits.gd_work(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=S),
+            ),
+            (
+                f"{3 * S} fro/ℓ∞/spectral Att-SVMs (cvxpy)",
+                limits.svm_work(n=s.n, T=s.T, d=s.d, norm="fro", solves=S)
+                + limits.svm_work(n=s.n, T=s.T, d=s.d, norm="max", solves=2 * S),
+            ),
+        ]
+    floats = limits.record_floats(
+        n=s.n, T=s.T, d=s.d, steps=s.steps, record_every=s.record_every, runs=B
+    )
+    return (
+        items,
+        floats,
+        dict(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=B + S, solves=solves + 3 * S),
+    )
 
 
 RECORD = Experiment(
-    name=NAME, title=TITLE, paper=PAPER, Settings=Settings, run=run, price=price,
+    name=NAME,
+    title=TITLE,
+    paper=PAPER,
+    Settings=Settings,
+    run=run,
+    price=price,
     chart="attsvm_charts.experiments:lp_mirror_descent",
     tiny=dict(runs=2, ps=(1.5, 3.0), steps=2000, record_every=250, radius=30.0),
     notes=NOTES,

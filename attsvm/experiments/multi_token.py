@@ -165,10 +165,9 @@ def _verdicts(s: Settings, probs: list, tr):
     judges only the runs it reaches; a cluster worker judges the whole chunk, and only the
     verdicts travel back."""
     finals = tr.probs[:, -1]
-    kinds = _classify(finals, s.select, s.mask)     # the whole chunk at once
+    kinds = _classify(finals, s.select, s.mask)  # the whole chunk at once
     for b, p in enumerate(probs):
-        yield ((str(kinds[b]), None) if kinds[b] != "ok"
-               else _judge(s, p, tr.W[b], finals[b]))
+        yield ((str(kinds[b]), None) if kinds[b] != "ok" else _judge(s, p, tr.W[b], finals[b]))
 
 
 def _judge(s: Settings, p, W, sf):
@@ -215,8 +214,10 @@ def _accept(s: Settings, d: int, msg):
                 last = seed
                 break
         trained += len(seeds)
-        msg(len(accepted) / s.runs,
-            f"gradient descent: {trained} runs; accepted {len(accepted)}/{s.runs}")
+        msg(
+            len(accepted) / s.runs,
+            f"gradient descent: {trained} runs; accepted {len(accepted)}/{s.runs}",
+        )
         if len(accepted) >= s.runs:
             break
     # count only the all-+1 seeds up to the last seed examined
@@ -250,13 +251,15 @@ def _run_frames(s: Settings, d: int, accepted: list):
     if not accepted:
         return [], scatter
     k, curves = len(steps), len(gaps)
-    long = pd.DataFrame(dict(
-        d=np.full(curves * k, d),
-        run=np.repeat(np.arange(len(accepted)), len(TARGETS) * k),
-        step=np.tile(steps, curves),
-        target=np.tile(np.repeat(np.array(list(TARGETS), dtype=object), k), len(accepted)),
-        one_minus_corr=np.concatenate(gaps),
-    ))
+    long = pd.DataFrame(
+        dict(
+            d=np.full(curves * k, d),
+            run=np.repeat(np.arange(len(accepted)), len(TARGETS) * k),
+            step=np.tile(steps, curves),
+            target=np.tile(np.repeat(np.array(list(TARGETS), dtype=object), k), len(accepted)),
+            one_minus_corr=np.concatenate(gaps),
+        )
+    )
     return [long], scatter
 
 
@@ -331,21 +334,41 @@ def _summary(s, curve, frames) -> dict:
 def price(s: Settings) -> tuple:
     """(items, floats, sizes) of a run with `s` (`budget.Price`), from `run`'s loop sizes."""
     items, floats = [], 0
-    cands = min(s.max_seeds, 64 * s.runs)   # acceptance falls to ~1.6 % at d = 10
+    cands = min(s.max_seeds, 64 * s.runs)  # acceptance falls to ~1.6 % at d = 10
     for d in s.ds:
-        (what, w), _ = gd_price(f"d={d}: GD on {cands:,} candidates", n=s.n, T=s.T, d=d,
-                           steps=s.steps, runs=cands, record_every=s.record_every)
+        (what, w), _ = gd_price(
+            f"d={d}: GD on {cands:,} candidates",
+            n=s.n,
+            T=s.T,
+            d=d,
+            steps=s.steps,
+            runs=cands,
+            record_every=s.record_every,
+        )
         items.append((what, w))
-        items.append((f"d={d}: {s.runs} generalized SVMs",
-                      limits.bulk_svm_work(n=s.n, T=s.T, d=d, solves=s.runs)))
-        chunk = min(cands, chunk_size(10**9))   # the sweep records one chunk at a time
-        floats = max(floats, limits.record_floats(n=s.n, T=s.T, d=d, steps=s.steps,
-                                                  record_every=s.record_every, runs=chunk))
+        items.append(
+            (
+                f"d={d}: {s.runs} generalized SVMs",
+                limits.bulk_svm_work(n=s.n, T=s.T, d=d, solves=s.runs),
+            )
+        )
+        chunk = min(cands, chunk_size(10**9))  # the sweep records one chunk at a time
+        floats = max(
+            floats,
+            limits.record_floats(
+                n=s.n, T=s.T, d=d, steps=s.steps, record_every=s.record_every, runs=chunk
+            ),
+        )
     return items, floats, dict(n=s.n, T=s.T, d=max(s.ds), steps=s.steps, runs=s.runs)
 
 
 RECORD = Experiment(
-    name=NAME, title=TITLE, paper=PAPER, Settings=Settings, run=run, price=price,
+    name=NAME,
+    title=TITLE,
+    paper=PAPER,
+    Settings=Settings,
+    run=run,
+    price=price,
     chart="attsvm_charts.experiments:multi_token",
     tiny=dict(ds=(4,), runs=2, steps=400, record_every=100, max_seeds=512),
 )

@@ -85,8 +85,9 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
             random_problem(s.n, s.T, s.d, seed=s.data_seed + r, attention=s.attention, queries=mode)
             for r in range(s.runs)
         ]
-        tr = train_settings(probs, s, progress=progress, at=(base, 0.85 * share, mode),
-                            **AUTHORS_GRADIENT)  # the official code's loop: the reference
+        tr = train_settings(
+            probs, s, progress=progress, at=(base, 0.85 * share, mode), **AUTHORS_GRADIENT
+        )  # the official code's loop: the reference
         alphas = list(tr["probs"][:, -1].argmax(-1))  # (n, T) per run
         progress(base + 0.9 * share, f"{mode}: per-query SVMs")
         sols = fastsvm.solve_many(probs, alphas, norm)
@@ -142,19 +143,41 @@ def price(s: Settings) -> tuple:
     """(items, floats, sizes) of a run with `s` (`budget.Price`), from `run`'s loop sizes."""
     items, floats = [], 0
     for mode in s.modes:
-        (what, w), f = gd_price(f"{mode}: GD", n=s.n, T=s.T, d=s.d, steps=s.steps, runs=s.runs,
-                           param=s.param, queries=mode, record_every=s.record_every)
+        (what, w), f = gd_price(
+            f"{mode}: GD",
+            n=s.n,
+            T=s.T,
+            d=s.d,
+            steps=s.steps,
+            runs=s.runs,
+            param=s.param,
+            queries=mode,
+            record_every=s.record_every,
+        )
         items.append((what, w))
         floats = max(floats, f)
-        items.append((f"{mode}: {s.runs} per-query SVMs",
-                      limits.bulk_svm_work(n=s.n, T=s.T, d=s.d, norm=NORM_OF[s.param],
-                                           queries=mode, solves=s.runs)))
-    return items, floats, dict(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=s.runs,
-                               solves=s.runs * len(s.modes))
+        items.append(
+            (
+                f"{mode}: {s.runs} per-query SVMs",
+                limits.bulk_svm_work(
+                    n=s.n, T=s.T, d=s.d, norm=NORM_OF[s.param], queries=mode, solves=s.runs
+                ),
+            )
+        )
+    return (
+        items,
+        floats,
+        dict(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=s.runs, solves=s.runs * len(s.modes)),
+    )
 
 
 RECORD = Experiment(
-    name=NAME, title=TITLE, paper=PAPER, Settings=Settings, run=run, price=price,
+    name=NAME,
+    title=TITLE,
+    paper=PAPER,
+    Settings=Settings,
+    run=run,
+    price=price,
     chart="attsvm_charts.experiments:sequence_causal",
     tiny=dict(runs=3, steps=200),
 )

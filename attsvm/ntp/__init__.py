@@ -11,26 +11,44 @@ between SCCs, margin ≥ 1; equality inside), W^fin a finite part in the cyclic 
     svm = solve_graph_svm(prob);  tr = train(prob);  fin = solve_wfin(prob)
     decomposition(prob, tr.W, fin.W, svm.W)["corr_svm"][-1]
 """
+
 from .gd import NTPTrajectory, decomposition, default_init, fit_R, loss_floor, solve_wfin, train
 from .graph import (
-                    PriorityGraphs,
-                    cyclic_basis,
-                    local_graphs,
-                    priority_graphs,
-                    project,
-                    reduced_mask,
-                    scc_ids,
-                    selection_sets,
-                    top_scc_mass,
-                    top_scc_tokens,
+    PriorityGraphs,
+    cyclic_basis,
+    local_graphs,
+    priority_graphs,
+    project,
+    reduced_mask,
+    scc_ids,
+    selection_sets,
+    top_scc_mass,
+    top_scc_tokens,
 )
 from .problem import NTPProblem, random_ntp_problem
 from .svm import GraphSvm, kkt_residuals, solve_graph_svm
 
 __all__ = [
-    "NTPProblem", "random_ntp_problem", "PriorityGraphs", "priority_graphs", "scc_ids",
-    "local_graphs", "selection_sets", "reduced_mask", "cyclic_basis", "project",
-    "top_scc_mass", "top_scc_tokens", "GraphSvm", "solve_graph_svm", "kkt_residuals",
-    "NTPTrajectory", "train",
-    "solve_wfin", "fit_R", "decomposition", "default_init", "loss_floor",
+    "NTPProblem",
+    "random_ntp_problem",
+    "PriorityGraphs",
+    "priority_graphs",
+    "scc_ids",
+    "local_graphs",
+    "selection_sets",
+    "reduced_mask",
+    "cyclic_basis",
+    "project",
+    "top_scc_mass",
+    "top_scc_tokens",
+    "GraphSvm",
+    "solve_graph_svm",
+    "kkt_residuals",
+    "NTPTrajectory",
+    "train",
+    "solve_wfin",
+    "fit_R",
+    "decomposition",
+    "default_init",
+    "loss_floor",
 ]

@@ -21,6 +21,7 @@ GD runs in the attention GD engine (`engine.simulate`, with this model's `value_
 one compiled program per batch shape, lr and record_every traced (no recompile on a new
 value), the engine's rules, records and overflow handling.
 """
+
 from __future__ import annotations
 
 import math
@@ -40,7 +41,7 @@ from .problem import NTPProblem
 HEADS = ("iden", "gen")
 LOSSES = ("nll", "lsq2")
 OPTIMIZERS = ("ngd", "gd")
-NORM_EPS = 2.0 ** -52
+NORM_EPS = 2.0**-52
 ROUNDOFF = 1e-13
 MAX_STEPS = 200_000
 
@@ -48,13 +49,13 @@ MAX_STEPS = 200_000
 class NTPData(NamedTuple):
     """Arrays of one problem as they cross `jit`."""
 
-    X: jnp.ndarray      # (n, T, d) tokens
-    z: jnp.ndarray      # (n, d) queries
-    mask: jnp.ndarray   # (n, T) bool: attendable
-    lab: jnp.ndarray    # (n, T) bool: the label's position(s)
-    y: jnp.ndarray      # (n,) label ids
-    E: jnp.ndarray      # (K, d) vocabulary (gen head)
-    w: jnp.ndarray      # (n,) loss weights
+    X: jnp.ndarray  # (n, T, d) tokens
+    z: jnp.ndarray  # (n, d) queries
+    mask: jnp.ndarray  # (n, T) bool: attendable
+    lab: jnp.ndarray  # (n, T) bool: the label's position(s)
+    y: jnp.ndarray  # (n,) label ids
+    E: jnp.ndarray  # (K, d) vocabulary (gen head)
+    w: jnp.ndarray  # (n,) loss weights
 
 
 def _lse(a, m):
@@ -75,7 +76,7 @@ def _per_sample(a, data: NTPData, head: str, loss: str):
             return jax.nn.softplus(delta), s
         p = jnp.sum(jnp.where(data.lab, s, 0.0), axis=-1)
         return (1.0 - p) ** 2, s
-    h = jnp.einsum("kd,ntd,nt->nk", data.E, data.X, s)          # (n, K) logits E X_iᵀ s_i
+    h = jnp.einsum("kd,ntd,nt->nk", data.E, data.X, s)  # (n, K) logits E X_iᵀ s_i
     logp = jax.nn.log_softmax(h, axis=-1)
     lp = jnp.take_along_axis(logp, data.y[:, None], axis=-1)[:, 0]
     if loss == "nll":
@@ -91,13 +92,12 @@ def value_and_grad(data: NTPData, head: str, loss: str):
     """The engine's model hook (`engine.simulate(value_and_grad=…)`): W → ((L, (L, s, W, 0)),
     ∇L) on one run's `data`, ∇L = Σ_it (∂L/∂a_it) x_it z_iᵀ from the logits' gradient, set
     to exactly 0 when it is roundoff (`ROUNDOFF`, module doc)."""
-    vg = jax.value_and_grad(partial(_objective, data=data, head=head, loss=loss),
-                            has_aux=True)
-    xn = jnp.linalg.norm(data.X, axis=-1)                        # (n, T)
-    zn = jnp.linalg.norm(data.z, axis=-1)                        # (n,)
+    vg = jax.value_and_grad(partial(_objective, data=data, head=head, loss=loss), has_aux=True)
+    xn = jnp.linalg.norm(data.X, axis=-1)  # (n, T)
+    zn = jnp.linalg.norm(data.z, axis=-1)  # (n,)
 
     def value_and_grad_W(W):
-        (L, s), ga = vg(logits(W, data))                         # ga: (n, T)
+        (L, s), ga = vg(logits(W, data))  # ga: (n, T)
         G = jnp.einsum("nt,ntd,ne->de", ga, data.X, data.z)
         scale = jnp.sum(jnp.abs(ga) * xn * zn[:, None])
         gn = jnp.sqrt(jnp.sum(G * G))
@@ -146,9 +146,14 @@ class NTPTrajectory:
     settings: dict
 
     def __getitem__(self, b: int) -> "NTPTrajectory":
-        return NTPTrajectory(W=self.W[b], probs=self.probs[b], loss=self.loss[b],
-                             grad_norm=self.grad_norm[b], steps=self.steps,
-                             settings=self.settings)
+        return NTPTrajectory(
+            W=self.W[b],
+            probs=self.probs[b],
+            loss=self.loss[b],
+            grad_norm=self.grad_norm[b],
+            steps=self.steps,
+            settings=self.settings,
+        )
 
     def __len__(self) -> int:
         return self.W.shape[0] if self.W.ndim == 4 else 1
@@ -173,8 +178,15 @@ def problem_data(prob: NTPProblem, mask=None, weights=None) -> dict:
         mask = full
     if weights is not None:
         w = np.asarray(weights, float)
-    return dict(X=prob.X, z=prob.Z, mask=mask, lab=prob.tokens == prob.labels[:, None],
-                y=prob.labels, E=prob.E, w=w)
+    return dict(
+        X=prob.X,
+        z=prob.Z,
+        mask=mask,
+        lab=prob.tokens == prob.labels[:, None],
+        y=prob.labels,
+        E=prob.E,
+        w=w,
+    )
 
 
 def default_init(prob: NTPProblem, *, seed: int = 0, index: int = 0) -> np.ndarray:
@@ -191,27 +203,44 @@ def _settings(steps, lr, loss, head, optimizer, record_every):
     check_choice("loss", loss, LOSSES)
     check_choice("head", head, HEADS)
     check_choice("optimizer", optimizer, OPTIMIZERS)
-    return dict(steps=steps, lr=lr, loss=loss, head=head, optimizer=optimizer,
-                record_every=record_every)
+    return dict(
+        steps=steps, lr=lr, loss=loss, head=head, optimizer=optimizer, record_every=record_every
+    )
 
 
 def run_batch(datas: list[dict], inits, **cfg) -> NTPTrajectory:
     """GD on a batch of prepared data dicts (equal shapes) from `inits` (B, d, d), in the
     attention GD engine (`engine.simulate`) with this model's gradient (`value_and_grad`)
     and the rule "ngd" (ε₀ = `NORM_EPS`) or "gd"."""
-    stacked = NTPData(**{k: jnp.asarray(np.stack([dd[k] for dd in datas]))
-                         for k in NTPData._fields})
+    stacked = NTPData(
+        **{k: jnp.asarray(np.stack([dd[k] for dd in datas])) for k in NTPData._fields}
+    )
     W0 = jnp.asarray(np.stack([np.asarray(a, float) for a in inits]))
     hyper = Hyper(lr=jnp.asarray(cfg["lr"], jnp.float64), eps=jnp.asarray(NORM_EPS))
     recs, _, _ = engine.simulate(
-        W0, stacked, hyper, jnp.zeros(()), jnp.asarray(cfg["record_every"], jnp.int64),
-        rule=RULES[cfg["optimizer"]], param="W", head=cfg["head"], loss=cfg["loss"], centred=False,
-        n_records=cfg["steps"] // cfg["record_every"], value_and_grad=value_and_grad)
+        W0,
+        stacked,
+        hyper,
+        jnp.zeros(()),
+        jnp.asarray(cfg["record_every"], jnp.int64),
+        rule=RULES[cfg["optimizer"]],
+        param="W",
+        head=cfg["head"],
+        loss=cfg["loss"],
+        centred=False,
+        n_records=cfg["steps"] // cfg["record_every"],
+        value_and_grad=value_and_grad,
+    )
     # the engine's records are record-major (k, B, ...)
     W, S, L, G = (np.moveaxis(np.asarray(a), 0, 1) for a in recs)
-    return NTPTrajectory(W=W, probs=S, loss=L, grad_norm=G,
-                         steps=np.arange(0, cfg["steps"] + 1, cfg["record_every"]),
-                         settings=dict(cfg))
+    return NTPTrajectory(
+        W=W,
+        probs=S,
+        loss=L,
+        grad_norm=G,
+        steps=np.arange(0, cfg["steps"] + 1, cfg["record_every"]),
+        settings=dict(cfg),
+    )
 
 
 def _check_probs(probs) -> list:
@@ -219,8 +248,9 @@ def _check_probs(probs) -> list:
     if not probs or not all(isinstance(p, NTPProblem) for p in probs):
         raise ValueError("`prob` must be an NTPProblem or a non-empty list of them")
     if len({p.shape for p in probs}) > 1:
-        raise ValueError(f"`prob` must share one shape (n, T, K, d); got "
-                         f"{sorted({p.shape for p in probs})}")
+        raise ValueError(
+            f"`prob` must share one shape (n, T, K, d); got {sorted({p.shape for p in probs})}"
+        )
     return probs
 
 
@@ -240,9 +270,18 @@ def _check_inits(init, probs, seed):
     return out
 
 
-def train(prob, steps: int = 4000, lr: float = 0.01, *, init=None, loss: str = "nll",
-          head: str = "iden", optimizer: str = "ngd", record_every: int = 1,
-          seed: int = 0) -> NTPTrajectory:
+def train(
+    prob,
+    steps: int = 4000,
+    lr: float = 0.01,
+    *,
+    init=None,
+    loss: str = "nll",
+    head: str = "iden",
+    optimizer: str = "ngd",
+    record_every: int = 1,
+    seed: int = 0,
+) -> NTPTrajectory:
     """GD on one NTPProblem (a single trajectory) or on a list of equal-shape problems (a
     batched one, indexable by run). Defaults: the authors' global experiment (NGD, lr 0.01,
     4000 steps, NLL, identity head). `init`: W_0 (or a list); default `default_init`."""
@@ -255,9 +294,18 @@ def train(prob, steps: int = 4000, lr: float = 0.01, *, init=None, loss: str = "
     return tr[0] if single else tr
 
 
-def solve_wfin(prob, steps: int = 4000, lr: float = 0.01, *, loss: str = "nll",
-               head: str = "iden", optimizer: str = "ngd", record_every: int | None = None,
-               scc=None, anchors=None) -> NTPTrajectory:
+def solve_wfin(
+    prob,
+    steps: int = 4000,
+    lr: float = 0.01,
+    *,
+    loss: str = "nll",
+    head: str = "iden",
+    optimizer: str = "ngd",
+    record_every: int | None = None,
+    scc=None,
+    anchors=None,
+) -> NTPTrajectory:
     """W^fin ("soft composition"): the same GD from W = 0 on the reduced data — each
     sequence cut to the tokens of its label's SCC, sequences without another such token
     dropped, the loss still divided by the full n (the authors' `train_Wfin`). Every
@@ -267,8 +315,9 @@ def solve_wfin(prob, steps: int = 4000, lr: float = 0.01, *, loss: str = "nll",
     single = isinstance(prob, NTPProblem)
     probs = _check_probs(prob)
     cfg = _settings(steps, lr, loss, head, optimizer, record_every or steps)
-    datas = [problem_data(p, reduced_mask(p, scc_ids(p) if scc is None else scc, anchors))
-             for p in probs]
+    datas = [
+        problem_data(p, reduced_mask(p, scc_ids(p) if scc is None else scc, anchors)) for p in probs
+    ]
     d = probs[0].d
     tr = run_batch(datas, [np.zeros((d, d))] * len(probs), **cfg)
     return tr[0] if single else tr
@@ -294,6 +343,7 @@ def decomposition(prob: NTPProblem, W, W_fin, W_svm, scc=None, anchors=None) -> 
     corr_fit = cos(W, W^fin_final + R_final·W^svm); corr_perp = cos(W^svm, W − Π_S W);
     wfin_gap = ‖Π_S W − W^fin‖_F (S the cyclic subspace)."""
     from ..metrics import correlation
+
     W = np.asarray(W, float)
     W_fin = np.asarray(W_fin, float)
     fin_final = W_fin if W_fin.ndim == 2 else W_fin[-1]
@@ -307,7 +357,8 @@ def decomposition(prob: NTPProblem, W, W_fin, W_svm, scc=None, anchors=None) -> 
         corr_svm=correlation(W, W_svm) if has_svm else nan,
         # a fully cyclic graph has W^svm = 0: then the model is W^fin alone
         corr_fit=correlation(W, fin_final + (R_last * W_svm if has_svm else 0.0))
-        if has_svm or np.any(fin_final) else nan,
+        if has_svm or np.any(fin_final)
+        else nan,
         corr_perp=correlation(W - PW, W_svm) if has_svm else nan,
         wfin_gap=np.linalg.norm(PW - W_fin, axis=(-2, -1)),
         R=R,
@@ -319,11 +370,20 @@ def curves(prob: NTPProblem, tr, fin, W_svm, *, scc=None, anchors=None):
     (`decomposition`), R(τ) = ⟨W(τ), W^svm⟩/‖W^svm‖² and the mean attention mass on the
     top SCC."""
     import pandas as pd
+
     dec = decomposition(prob, tr.W, fin.W, W_svm, scc, anchors)
-    return pd.DataFrame(dict(step=tr.steps, loss=tr.loss, corr_svm=dec["corr_svm"],
-                             corr_fit=dec["corr_fit"], corr_perp=dec["corr_perp"],
-                             wfin_gap=dec["wfin_gap"], R=dec["R"],
-                             top_mass=top_scc_mass(prob, tr.probs, scc, anchors).mean(-1)))
+    return pd.DataFrame(
+        dict(
+            step=tr.steps,
+            loss=tr.loss,
+            corr_svm=dec["corr_svm"],
+            corr_fit=dec["corr_fit"],
+            corr_perp=dec["corr_perp"],
+            wfin_gap=dec["wfin_gap"],
+            R=dec["R"],
+            top_mass=top_scc_mass(prob, tr.probs, scc, anchors).mean(-1),
+        )
+    )
 
 
 def loss_floor(prob: NTPProblem, scc=None) -> float:
@@ -332,6 +392,7 @@ def loss_floor(prob: NTPProblem, scc=None) -> float:
     The hard-retrieval part costs nothing in the limit R → ∞, so this is the loss floor
     that GD (and W^fin) approach. 0 when no sequence keeps a reduced sample."""
     import cvxpy as cp
+
     mask = reduced_mask(prob, scc_ids(prob) if scc is None else scc)
     kept = np.flatnonzero(mask.any(1))
     if len(kept) == 0:
@@ -340,7 +401,7 @@ def loss_floor(prob: NTPProblem, scc=None) -> float:
     W = cp.Variable((d, d))
     terms = []
     for i in kept:
-        X = prob.X[i][mask[i]]                                   # (m, d)
+        X = prob.X[i][mask[i]]  # (m, d)
         a = X @ W @ prob.Z[i]
         pos = int(np.flatnonzero(prob.tokens[i][mask[i]] == prob.labels[i])[0])
         terms.append(cp.log_sum_exp(a) - a[pos])

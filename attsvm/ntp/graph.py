@@ -15,6 +15,7 @@ The *local* graph (the authors' local-convergence notebook, `Tarjan.initialize_l
 the label by the set C_i of tokens GD actually selected (attention mass > `select`) and
 leaves out the ambiguous tokens E_i (mass in (`ambiguous`, `select`]).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,7 +23,7 @@ import numpy as np
 from .problem import NTPProblem
 from .tpg import PriorityGraphs, build_graphs, scc_ids_of  # noqa: F401  (re-exported)
 
-SELECT, AMBIGUOUS = 1e-2, 9e-3      # the authors' local thresholds (ad hoc, pitfall 7)
+SELECT, AMBIGUOUS = 1e-2, 9e-3  # the authors' local thresholds (ad hoc, pitfall 7)
 
 
 def priority_graphs(prob: NTPProblem) -> PriorityGraphs:
@@ -39,8 +40,7 @@ def scc_ids(prob: NTPProblem) -> np.ndarray:
     return priority_graphs(prob).scc
 
 
-def selection_sets(prob: NTPProblem, mass, *, select: float = SELECT,
-                   ambiguous: float = AMBIGUOUS):
+def selection_sets(prob: NTPProblem, mass, *, select: float = SELECT, ambiguous: float = AMBIGUOUS):
     """C_i = {tokens with attention mass > select}, E_i = {ambiguous < mass ≤ select}.
 
     mass: (n, T) attention s_it (tokens are distinct, so the mass of a token id is s_it).
@@ -49,13 +49,15 @@ def selection_sets(prob: NTPProblem, mass, *, select: float = SELECT,
     if mass.shape != (prob.n, prob.T):
         raise ValueError(f"`mass` must be an ({prob.n}, {prob.T}) array; got {mass.shape}")
     C = [prob.tokens[i][mass[i] > select].tolist() for i in range(prob.n)]
-    E = [prob.tokens[i][(mass[i] > ambiguous) & (mass[i] <= select)].tolist()
-         for i in range(prob.n)]
+    E = [
+        prob.tokens[i][(mass[i] > ambiguous) & (mass[i] <= select)].tolist() for i in range(prob.n)
+    ]
     return C, E
 
 
-def local_graphs(prob: NTPProblem, mass, *, select: float = SELECT,
-                 ambiguous: float = AMBIGUOUS) -> PriorityGraphs:
+def local_graphs(
+    prob: NTPProblem, mass, *, select: float = SELECT, ambiguous: float = AMBIGUOUS
+) -> PriorityGraphs:
     """Local TPGs from GD's selection: edges c → j, c ∈ C_i, j ∈ X_i \\ ({c} ∪ E_i)."""
     C, E = selection_sets(prob, mass, select=select, ambiguous=ambiguous)
     return build_graphs(prob.tokens, C, prob.K, E)
@@ -76,16 +78,15 @@ def reduced_mask(prob: NTPProblem, scc=None, anchors=None) -> np.ndarray:
     SCC, which drops a cycle among selected tokens that does not contain the label)."""
     scc = scc_ids(prob) if scc is None else np.asarray(scc)
     k = prob.last
-    S = scc[k]                                                  # (n, K)
-    tok_scc = np.take_along_axis(S, prob.tokens, axis=1)        # (n, T)
-    lab_scc = S[np.arange(prob.n), _anchors(prob, anchors)]     # (n,)
+    S = scc[k]  # (n, K)
+    tok_scc = np.take_along_axis(S, prob.tokens, axis=1)  # (n, T)
+    lab_scc = S[np.arange(prob.n), _anchors(prob, anchors)]  # (n,)
     mask = tok_scc == lab_scc[:, None]
     mask &= (mask.sum(1) >= 2)[:, None]
     return mask
 
 
-def cyclic_basis(prob: NTPProblem, scc=None, anchors=None, *, rtol: float = 1e-10
-                 ) -> np.ndarray:
+def cyclic_basis(prob: NTPProblem, scc=None, anchors=None, *, rtol: float = 1e-10) -> np.ndarray:
     """Orthonormal (Frobenius) basis (r, d, d) of the cyclic subspace S_fin: the span of
     (e_j − ē_C) e_kᵀ over every token j of the label's SCC C of G^(k), for each sequence
     that keeps a reduced sample (ē_C the mean of C's embeddings; the authors' `cal_Sfin`)."""
@@ -120,8 +121,10 @@ def top_scc_tokens(prob: NTPProblem, scc=None, anchors=None) -> np.ndarray:
     token of it (or the anchor's, see `reduced_mask`)."""
     scc = scc_ids(prob) if scc is None else np.asarray(scc)
     S = scc[prob.last]
-    return (np.take_along_axis(S, prob.tokens, axis=1)
-            == S[np.arange(prob.n), _anchors(prob, anchors)][:, None])
+    return (
+        np.take_along_axis(S, prob.tokens, axis=1)
+        == S[np.arange(prob.n), _anchors(prob, anchors)][:, None]
+    )
 
 
 def top_scc_mass(prob: NTPProblem, probs, scc=None, anchors=None) -> np.ndarray:

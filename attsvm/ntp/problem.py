@@ -8,6 +8,7 @@ The theory (with the identity head, the loss is convex only then: `docs/followup
 needs the T tokens of a sequence to be distinct and the label to occur in its sequence: both
 are checked here.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -26,8 +27,11 @@ def _int_array(name: str, a, ndim: int) -> np.ndarray:
     except (TypeError, ValueError) as exc:
         raise _err(name, "an integer array", type(a).__name__) from exc
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        if not (np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr))
-                and np.all(arr == np.round(arr))):
+        if not (
+            np.issubdtype(arr.dtype, np.floating)
+            and np.all(np.isfinite(arr))
+            and np.all(arr == np.round(arr))
+        ):
             raise _err(name, "an integer array", arr.tolist())
     arr = arr.astype(np.int64)
     if arr.ndim != ndim:
@@ -64,21 +68,34 @@ class NTPProblem:
         if K > MAX_K or d > MAX_D:
             raise _err("E", f"at most ({MAX_K}, {MAX_D})", f"shape {E.shape}")
         if np.any(np.linalg.norm(E, axis=1) == 0):
-            raise _err("E", "free of zero rows (a zero query attends uniformly)",
-                       f"zero rows {np.flatnonzero(np.linalg.norm(E, axis=1) == 0).tolist()}")
+            raise _err(
+                "E",
+                "free of zero rows (a zero query attends uniformly)",
+                f"zero rows {np.flatnonzero(np.linalg.norm(E, axis=1) == 0).tolist()}",
+            )
         ids = _int_array("tokens", self.tokens, 2)
         n, T = ids.shape
         if not (1 <= n <= MAX_N and 2 <= T <= MAX_T):
-            raise _err("tokens", f"an (n, T) array with 1 ≤ n ≤ {MAX_N}, 2 ≤ T ≤ {MAX_T}",
-                       f"shape {ids.shape}")
+            raise _err(
+                "tokens",
+                f"an (n, T) array with 1 ≤ n ≤ {MAX_N}, 2 ≤ T ≤ {MAX_T}",
+                f"shape {ids.shape}",
+            )
         if ids.min() < 0 or ids.max() >= K:
-            raise _err("tokens", f"ids in [0, {K}) (K = {K} vocabulary rows)",
-                       f"values from {ids.min()} to {ids.max()}")
+            raise _err(
+                "tokens",
+                f"ids in [0, {K}) (K = {K} vocabulary rows)",
+                f"values from {ids.min()} to {ids.max()}",
+            )
         for i, row in enumerate(ids):
             if len(set(row.tolist())) != T:
-                raise _err(f"tokens[{i}]", "T distinct ids (the theory of arXiv 2403.08081 "
-                           "needs distinct tokens per sequence; with repeats the loss is not "
-                           "convex)", row.tolist())
+                raise _err(
+                    f"tokens[{i}]",
+                    "T distinct ids (the theory of arXiv 2403.08081 "
+                    "needs distinct tokens per sequence; with repeats the loss is not "
+                    "convex)",
+                    row.tolist(),
+                )
         y = _int_array("labels", self.labels, 1)
         if y.shape != (n,):
             raise _err("labels", f"an ({n},) array (one per sequence)", f"shape {y.shape}")
@@ -87,8 +104,12 @@ class NTPProblem:
         missing = [i for i in range(n) if y[i] not in ids[i]]
         if missing:
             i = missing[0]
-            raise _err(f"labels[{i}]", f"a token of sequence {i} {ids[i].tolist()} (the "
-                       "identity head gives an absent label probability 0)", int(y[i]))
+            raise _err(
+                f"labels[{i}]",
+                f"a token of sequence {i} {ids[i].tolist()} (the "
+                "identity head gives an absent label probability 0)",
+                int(y[i]),
+            )
         for a in (E, ids, y):
             a.setflags(write=False)
         object.__setattr__(self, "E", E)
@@ -139,9 +160,12 @@ class NTPProblem:
 
     def with_(self, *, tokens=None, labels=None, E=None) -> "NTPProblem":
         """A copy with some arrays replaced (validated again)."""
-        return NTPProblem(E=self.E if E is None else E,
-                          tokens=self.tokens if tokens is None else tokens,
-                          labels=self.labels if labels is None else labels, name=self.name)
+        return NTPProblem(
+            E=self.E if E is None else E,
+            tokens=self.tokens if tokens is None else tokens,
+            labels=self.labels if labels is None else labels,
+            name=self.name,
+        )
 
 
 def _has_cycle(tokens: np.ndarray, labels: np.ndarray, K: int) -> bool:
@@ -162,8 +186,16 @@ def check_sizes(n, T, K, d) -> tuple[int, int, int, int]:
     return n, T, K, d
 
 
-def random_ntp_problem(n: int = 6, T: int = 4, K: int = 6, d: int = 8, seed: int = 0, *,
-                       require_cycle: bool = True, max_tries: int = 10_000) -> NTPProblem:
+def random_ntp_problem(
+    n: int = 6,
+    T: int = 4,
+    K: int = 6,
+    d: int = 8,
+    seed: int = 0,
+    *,
+    require_cycle: bool = True,
+    max_tries: int = 10_000,
+) -> NTPProblem:
     """The authors' generator (arXiv 2403.08081 experiments; `data_utils.data_generator`
     with `token_choice='random'`, `rep_seq=False`, `check_label=True`):
 
@@ -190,7 +222,10 @@ def random_ntp_problem(n: int = 6, T: int = 4, K: int = 6, d: int = 8, seed: int
             if y[i] not in ids[i]:
                 y[i] = ids[i, rng.integers(0, T)]
         if not require_cycle or _has_cycle(ids, y, K):
-            return NTPProblem(E=E, tokens=ids, labels=y,
-                              name=f"random(n={n}, T={T}, K={K}, d={d}, seed={seed})")
-    raise ValueError(f"`require_cycle` must be satisfiable; no cyclic graph in {max_tries} "
-                     f"draws of (n={n}, T={T}, K={K})")
+            return NTPProblem(
+                E=E, tokens=ids, labels=y, name=f"random(n={n}, T={T}, K={K}, d={d}, seed={seed})"
+            )
+    raise ValueError(
+        f"`require_cycle` must be satisfiable; no cyclic graph in {max_tries} "
+        f"draws of (n={n}, T={T}, K={K})"
+    )

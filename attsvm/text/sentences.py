@@ -22,6 +22,7 @@ Dimension: `d` < 50 projects every vector onto the top-d right singular vectors 
 sentences' distinct words (uncentered PCA, so d = 50 is a rotation of the raw vectors and
 changes no margin) and normalizes it again; the head is fitted in that space.
 """
+
 from __future__ import annotations
 
 import re
@@ -38,19 +39,31 @@ from . import vectors
 
 DATA = Path(__file__).parent / "data"
 WORD = re.compile(r"[^\W_]+(?:['-][^\W_]+)*")
-QUERIES = ("mean", "first")                 # or "word:<w>"
+QUERIES = ("mean", "first")  # or "word:<w>"
 LEXICONS = ("sentiment", "topic")
-RIDGE = 0.01                                # λ of the lexicon head's ridge regression
+RIDGE = 0.01  # λ of the lexicon head's ridge regression
 TASKS = {
-    "polar": ("One polar word", "sentiment",
-              "Each sentence has one sentiment word; the label is its polarity."),
-    "negation": ("Negation", "sentiment",
-                 "“not good”: the label is the opposite of the negated word's polarity; the "
-                 "word that decides it is “not”."),
-    "competing": ("Two competing polar words", "sentiment",
-                  "Two sentiment words of opposite polarity; the main clause's word decides."),
-    "topic": ("Topic words", "topic",
-              "Sports (+1) against food (−1): one topic word per sentence."),
+    "polar": (
+        "One polar word",
+        "sentiment",
+        "Each sentence has one sentiment word; the label is its polarity.",
+    ),
+    "negation": (
+        "Negation",
+        "sentiment",
+        "“not good”: the label is the opposite of the negated word's polarity; the "
+        "word that decides it is “not”.",
+    ),
+    "competing": (
+        "Two competing polar words",
+        "sentiment",
+        "Two sentiment words of opposite polarity; the main clause's word decides.",
+    ),
+    "topic": (
+        "Topic words",
+        "topic",
+        "Sports (+1) against food (−1): one topic word per sentence.",
+    ),
 }
 
 
@@ -78,15 +91,18 @@ def check_sentences(sentences, *, limits=None) -> tuple[str, ...]:
         bad = next(s for s in sentences if not isinstance(s, str))
         raise _err("sentences", "a list of strings", type(bad).__name__)
     L = limits or _limits.current()
-    _limits.check_text(chars=sum(map(len, sentences)),
-                       words=sum(len(s.split()) for s in sentences), limits=L)
+    _limits.check_text(
+        chars=sum(map(len, sentences)), words=sum(len(s.split()) for s in sentences), limits=L
+    )
     _limits.check_size(n=len(sentences), T=1, d=1, limits=L)
     check_int("len(sentences)", len(sentences), 1, MAX_N)
     for i, s in enumerate(sentences):
         bad = next((c for c in s if unicodedata.category(c) in ("Cc", "Cf")), None)
         if bad is not None:
-            raise ValueError(f"`sentences[{i}]` must be free of control characters; got "
-                             f"U+{ord(bad):04X} in sentence {i + 1}")
+            raise ValueError(
+                f"`sentences[{i}]` must be free of control characters; got "
+                f"U+{ord(bad):04X} in sentence {i + 1}"
+            )
     return tuple(sentences)
 
 
@@ -122,12 +138,15 @@ def encode(sentences, *, limits=None) -> Encoded:
     ids = vectors.rows(flat)
     words, rows, unknown, at = [], [], [], 0
     for i, t in enumerate(toks):
-        r = ids[at:at + len(t)]
+        r = ids[at : at + len(t)]
         at += len(t)
         known = r >= 0
         if not np.any(known):
-            raise _err(f"sentences[{i}]", "a sentence with at least one word of the GloVe "
-                       f"vocabulary (sentence {i + 1})", sentences[i])
+            raise _err(
+                f"sentences[{i}]",
+                f"a sentence with at least one word of the GloVe vocabulary (sentence {i + 1})",
+                sentences[i],
+            )
         words.append(tuple(w for w, k in zip(t, known, strict=True) if k))
         rows.append(r[known])
         unknown.append(tuple(w for w, k in zip(t, known, strict=True) if not k))
@@ -152,8 +171,9 @@ def _project(U: np.ndarray, P: np.ndarray | None) -> np.ndarray:
     Y = U @ P
     nrm = np.linalg.norm(Y, axis=-1, keepdims=True)
     if np.any(nrm < 1e-12):
-        raise ValueError("`d` must keep every word visible; got a word orthogonal to the "
-                         "top-d directions")
+        raise ValueError(
+            "`d` must keep every word visible; got a word orthogonal to the top-d directions"
+        )
     return Y / nrm
 
 
@@ -163,6 +183,7 @@ def lexicon(name: str):
     if name not in LEXICONS:
         raise _err("head", f"one of {list(LEXICONS)} or a (d,) vector", name)
     import pandas as pd
+
     df = pd.read_csv(DATA / "lexicon.csv")
     df = df[df["lexicon"] == name]
     return tuple(df["word"]), df["label"].to_numpy(np.float64)
@@ -208,8 +229,9 @@ def _check_query(query, d: int):
     raise _err("query", "'mean', 'first' or 'word:<w>'", query)
 
 
-def build(sentences, labels, *, query: str = "mean", head="sentiment", d: int | None = None,
-          limits=None) -> TextProblem:
+def build(
+    sentences, labels, *, query: str = "mean", head="sentiment", d: int | None = None, limits=None
+) -> TextProblem:
     """`sentence_problem` with its words, unknown words and PCA basis (see there)."""
     sentences = check_sentences(sentences, limits=limits)
     y = check_labels(labels, len(sentences))
@@ -220,35 +242,46 @@ def build(sentences, labels, *, query: str = "mean", head="sentiment", d: int | 
     else:
         v = np.asarray(head, dtype=np.float64)
         if v.shape != (d,) or not np.all(np.isfinite(v)) or not np.any(v):
-            raise _err("head", f"one of {list(LEXICONS)} or a finite non-zero ({d},) vector",
-                       f"shape {v.shape}")
+            raise _err(
+                "head",
+                f"one of {list(LEXICONS)} or a finite non-zero ({d},) vector",
+                f"shape {v.shape}",
+            )
     qrow = _check_query(query, d)
     enc = encode(sentences, limits=limits)
     lengths = np.array([len(w) for w in enc.words])
     n, T = len(lengths), int(lengths.max())
     flat = np.concatenate(enc.rows)
-    U = vectors.unit_vectors(flat)                            # (Σ T_i, 50)
+    U = vectors.unit_vectors(flat)  # (Σ T_i, 50)
     basis = None
     if d < vectors.DIM:
         basis = pca_basis(vectors.unit_vectors(np.unique(flat)), d)
     Ud = _project(U, basis)
-    X = np.zeros((n, T, d))                                   # (n, T, d) zero-padded
+    X = np.zeros((n, T, d))  # (n, T, d) zero-padded
     X[np.arange(T)[None, :] < lengths[:, None]] = Ud
     Z = None
     if query == "mean":
-        Z = np.stack([X[i, :lengths[i]].mean(0) for i in range(n)])
+        Z = np.stack([X[i, : lengths[i]].mean(0) for i in range(n)])
         Z = Z / np.linalg.norm(Z, axis=1, keepdims=True)
     elif qrow is not None:
         Z = np.repeat(_project(vectors.unit_vectors(qrow), basis), n, axis=0)
     v = fit_head(head, basis) if isinstance(head, str) else np.asarray(head, dtype=np.float64)
-    prob = Problem(X=X, Y=y, Z=Z, v=v, lengths=lengths,
-                   name=f"sentences(n={n}, T≤{T}, d={d}, query={query})")
-    return TextProblem(problem=prob, words=enc.words, unknown=enc.unknown, basis=basis,
-                       query=query, head=head if isinstance(head, str) else "given")
+    prob = Problem(
+        X=X, Y=y, Z=Z, v=v, lengths=lengths, name=f"sentences(n={n}, T≤{T}, d={d}, query={query})"
+    )
+    return TextProblem(
+        problem=prob,
+        words=enc.words,
+        unknown=enc.unknown,
+        basis=basis,
+        query=query,
+        head=head if isinstance(head, str) else "given",
+    )
 
 
-def sentence_problem(sentences, labels, *, query: str = "mean", head="sentiment",
-                     d: int | None = None, limits=None) -> Problem:
+def sentence_problem(
+    sentences, labels, *, query: str = "mean", head="sentiment", d: int | None = None, limits=None
+) -> Problem:
     """Sentences and their labels as a `Problem` (module doc).
 
     Args:
@@ -272,6 +305,7 @@ def task(name: str):
     if name not in TASKS:
         raise _err("task", f"one of {list(TASKS)}", name)
     import pandas as pd
+
     df = pd.read_csv(DATA / "tasks.csv")
     df = df[df["task"] == name]
     return list(df["sentence"]), df["label"].to_numpy(np.float64), list(df["key"])
@@ -296,8 +330,10 @@ def parse_labelled(text: str, *, limits=None):
             continue
         m = re.match(r"^(\+1|-1|\+|-|pos|neg)\s*[:|,]?\s+(.*)$", line, flags=re.I)
         if not m:
-            raise ValueError(f"`text` line {k} must start with a label (+ or -) then the "
-                             f"sentence; got {line[:40]!r}")
+            raise ValueError(
+                f"`text` line {k} must start with a label (+ or -) then the "
+                f"sentence; got {line[:40]!r}"
+            )
         sentences.append(m.group(2))
         labels.append(1.0 if m.group(1).lower() in ("+", "+1", "pos") else -1.0)
     if not sentences:

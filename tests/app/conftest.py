@@ -1,4 +1,5 @@
 """AppTest helpers: open a page of the explorer through its router (app.py)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -12,7 +13,7 @@ from streamlit.components.v2 import manifest_scanner as _scanner
 from streamlit.testing.v1 import AppTest
 
 APP = Path(__file__).parents[2] / "app.py"
-TIMEOUT = 120            # first runs compile JAX programs on a busy 2-core machine
+TIMEOUT = 120  # first runs compile JAX programs on a busy 2-core machine
 
 # Every AppTest's first run scans all installed distributions for Streamlit component
 # manifests (`BidiComponentManager.discover_and_register_components`): 0.43 s of reading
@@ -81,6 +82,7 @@ def chart_specs(at: AppTest) -> list[str]:
 def tiny_budget(monkeypatch):
     """Make every GD action over budget (as a tiny hosted server would)."""
     from attsvm import limits
+
     small = dataclasses.replace(limits.current(), max_work=10.0)
     monkeypatch.setattr(limits, "current", lambda: small)
     yield small
@@ -99,5 +101,7 @@ def table(at: AppTest, column: str):
         value = df.value
         if column in value.columns:
             return value
-    raise AssertionError(f"no table with a {column!r} column; tables: "
-                         f"{[list(d.value.columns) for d in at.dataframe]}")
+    raise AssertionError(
+        f"no table with a {column!r} column; tables: "
+        f"{[list(d.value.columns) for d in at.dataframe]}"
+    )

@@ -1,6 +1,7 @@
 """Bad-input suite: hostile, malformed, huge and out-of-range values through every way in —
 the link's query parameters, the widgets, the upload and the hosted budgets. Each must end
 in a clear message (or a safely ignored value) and an app that still works afterwards."""
+
 from __future__ import annotations
 
 import io
@@ -15,18 +16,44 @@ from attsvm import io as aio
 from attsvm import limits
 from ui import budget, upload_ui
 
-HOSTILE = ["<script>alert(1)</script>", "1e9", "-5", "nan", "inf", "-inf", "1" * 400,
-           "![x](http://evil.example/p.png)", "`; rm -rf /", "\u202e\u0000", "[1,2]"]
+HOSTILE = [
+    "<script>alert(1)</script>",
+    "1e9",
+    "-5",
+    "nan",
+    "inf",
+    "-inf",
+    "1" * 400,
+    "![x](http://evil.example/p.png)",
+    "`; rm -rf /",
+    "\u202e\u0000",
+    "[1,2]",
+]
 # Every URL-bound widget: the sidebar on every page, plus each page's own controls.
-SIDEBAR_KEYS = ["preset", "n", "T", "d", "seed", "attention", "head", "lam", "param", "m",
-                "loss", "lr", "steps", "ngd", "init", "init_seed"]
+SIDEBAR_KEYS = [
+    "preset",
+    "n",
+    "T",
+    "d",
+    "seed",
+    "attention",
+    "head",
+    "lam",
+    "param",
+    "m",
+    "loss",
+    "lr",
+    "steps",
+    "ngd",
+    "init",
+    "init_seed",
+]
 PAGE_KEYS = {
     "playground.py": ["iter"],
     "basins.py": ["bas_n", "bas_T", "bas_d", "bas_seed", "bas_runs", "bas_radius", "bas_grid"],
     "overparam.py": ["ovp_d", "ovp_runs"],
     "rank.py": ["rank_n", "rank_T", "rank_d", "rank_inst"],
-    "nonlinear.py": ["nl_head", "nl_lam", "nl_n", "nl_T", "nl_d", "nl_seed", "nl_steps",
-                     "nl_thr"],
+    "nonlinear.py": ["nl_head", "nl_lam", "nl_n", "nl_T", "nl_d", "nl_seed", "nl_steps", "nl_thr"],
     "sequences.py": ["seq_mode", "seq_i"],
     "geometry.py": ["geo_src", "geo_n", "geo_T", "geo_seed", "geo_init"],
 }
@@ -48,34 +75,54 @@ def test_hostile_link_parameters_are_ignored_with_a_note(page):
     note = " ".join(w.value for w in at.sidebar.warning)
     assert "Ignored link parameters" in note, note
     no_raw_markup(at)
-    assert charts(at)                               # defaults were used: the page works
+    assert charts(at)  # defaults were used: the page works
 
 
 @pytest.mark.parametrize("value", HOSTILE)
 def test_every_hostile_string_is_survived_on_the_playground(value):
-    at = open_page("playground.py", query={"n": value, "lr": value, "preset": value,
-                                           "loss": value, "iter": value})
+    at = open_page(
+        "playground.py",
+        query={"n": value, "lr": value, "preset": value, "loss": value, "iter": value},
+    )
     assert_clean(at)
     no_raw_markup(at)
     assert len(charts(at)) == 6
 
 
-@pytest.mark.parametrize("key, value", [("n", 10**9), ("T", -1), ("d", 0), ("steps", 10**12),
-                                        ("lr", float("nan")), ("lr", float("inf")),
-                                        ("lr", -0.5), ("seed", 2**70), ("init_seed", -1)])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("n", 10**9),
+        ("T", -1),
+        ("d", 0),
+        ("steps", 10**12),
+        ("lr", float("nan")),
+        ("lr", float("inf")),
+        ("lr", -0.5),
+        ("seed", 2**70),
+        ("init_seed", -1),
+    ],
+)
 def test_out_of_range_widget_values_are_refused_and_the_app_keeps_working(key, value):
     at = open_page("playground.py")
     before = at.number_input(key=key).value
     at.number_input(key=key).set_value(value).run()
     assert_clean(at)
-    assert at.number_input(key=key).value == before         # Streamlit refuses the value
+    assert at.number_input(key=key).value == before  # Streamlit refuses the value
     assert len(charts(at)) == 6
 
 
-@pytest.mark.parametrize("page, key, value", [
-    ("basins.py", "bas_runs", 10**9), ("basins.py", "bas_radius", float("inf")),
-    ("overparam.py", "ovp_runs", -3), ("rank.py", "rank_inst", 10**9),
-    ("nonlinear.py", "nl_thr", float("nan")), ("nonlinear.py", "nl_steps", 10**9)])
+@pytest.mark.parametrize(
+    "page, key, value",
+    [
+        ("basins.py", "bas_runs", 10**9),
+        ("basins.py", "bas_radius", float("inf")),
+        ("overparam.py", "ovp_runs", -3),
+        ("rank.py", "rank_inst", 10**9),
+        ("nonlinear.py", "nl_thr", float("nan")),
+        ("nonlinear.py", "nl_steps", 10**9),
+    ],
+)
 def test_page_controls_refuse_out_of_range_values(page, key, value):
     at = open_page(page)
     before = at.number_input(key=key).value
@@ -88,14 +135,24 @@ def test_page_controls_refuse_out_of_range_values(page, key, value):
 REPRO_TEXT = ["repro-multi-token-ds", "repro-svm-rank-pairs", "repro-overparameterization-param"]
 
 
-@pytest.mark.parametrize("value", ["![x](http://evil.example/p.png)", "<script>alert(1)</script>",
-                                   "(" * 500, "(1e309, nan)", "(10**9,)", "9" * 5000, "{'a': 1}"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "![x](http://evil.example/p.png)",
+        "<script>alert(1)</script>",
+        "(" * 500,
+        "(1e309, nan)",
+        "(10**9,)",
+        "9" * 5000,
+        "{'a': 1}",
+    ],
+)
 def test_free_text_settings_on_the_reproduce_page_are_refused_inertly(value):
     at = open_page("reproduce.py")
     for key in REPRO_TEXT:
         at.text_input(key=key).set_value(value).run()
         assert_clean(at)
-    assert len(at.error) == len(REPRO_TEXT)               # one refusal per card
+    assert len(at.error) == len(REPRO_TEXT)  # one refusal per card
     assert all("Cannot run this" in e.value for e in at.error)
     no_raw_markup(at)
 
@@ -113,7 +170,7 @@ def _npz(**arrays) -> bytes:
 
 def _with_nan(data: bytes) -> bytes:
     lines = data.decode().split("\n")
-    cells = lines[1].split(",")                      # the first token row
+    cells = lines[1].split(",")  # the first token row
     cells[4] = "nan"
     lines[1] = ",".join(cells)
     return "\n".join(lines).encode()
@@ -129,8 +186,11 @@ BAD_UPLOADS = [
     ("huge.csv", b"kind,seq,token,label,f0\n" + b"x,0,0,1,1\n" * 300_000, "at most"),
     ("sizes.npz", _npz(X=np.ones((1000, 2, 2)), Y=np.ones(1000), v=np.ones(2)), "between 1 and"),
     ("binary.npz", bytes(range(256)) * 10, "NPZ"),
-    ("pickle.npz", _npz(X=np.array([{"evil": 1}], dtype=object), Y=np.ones(1), v=np.ones(1)),
-     "numeric"),
+    (
+        "pickle.npz",
+        _npz(X=np.array([{"evil": 1}], dtype=object), Y=np.ones(1), v=np.ones(1)),
+        "numeric",
+    ),
 ]
 
 
@@ -148,7 +208,7 @@ def test_bad_uploads_show_a_clear_error_and_the_app_keeps_working(monkeypatch, n
     errors = " ".join(e.value for e in at.error)
     assert "This file cannot be used" in errors and rule in errors, errors
     no_raw_markup(at)
-    assert len(charts(at)) == 6                     # the default problem is still shown
+    assert len(charts(at)) == 6  # the default problem is still shown
 
 
 def test_a_good_upload_replaces_the_problem_and_a_bad_one_after_it_is_refused(monkeypatch):
@@ -158,7 +218,7 @@ def test_a_good_upload_replaces_the_problem_and_a_bad_one_after_it_is_refused(mo
     assert not at.error and "custom tokens" in texts(at)
     assert "n = 3, T = 4, d = 5" in texts(at)
     at.file_uploader(key="upload").clear().run()
-    _upload(at, "bad.npz", _npz(X=P.X, Y=np.ones(3)))         # no head vector v
+    _upload(at, "bad.npz", _npz(X=P.X, Y=np.ones(3)))  # no head vector v
     assert "`head vector v` must be present" in " ".join(e.value for e in at.error)
     assert "custom tokens" not in texts(at) and len(charts(at)) == 6
 
@@ -180,8 +240,9 @@ def test_an_upload_with_a_nonlinear_head_is_explored_like_a_random_one(monkeypat
     got = spec.build()
     assert (got.head, got.lam) == (head, Q.lam if head == "quadratic" else 0.0)
     np.testing.assert_array_equal(got.X, Q.X)
-    np.testing.assert_array_equal(got.V if head == "relu" else got.v,
-                                  Q.V if head == "relu" else Q.v)
+    np.testing.assert_array_equal(
+        got.V if head == "relu" else got.v, Q.V if head == "relu" else Q.v
+    )
     at.switch_page("app_pages/nonlinear.py").run()
     assert_clean(at)
     assert not at.error and charts(at)

@@ -1,4 +1,5 @@
 """Local optima and basins: selection table, landing bars, basin map; limits explained."""
+
 from conftest import assert_clean, chart_specs, charts, open_page, texts
 
 
@@ -9,7 +10,7 @@ def _counts(at):
 def test_default_problem_has_global_and_local_optima_and_two_basins():
     at = open_page("basins.py", query={"bas_runs": 16, "bas_grid": 6})
     c = _counts(at)
-    assert sum(c.values()) == 27                      # 3^3 selections
+    assert sum(c.values()) == 27  # 3^3 selections
     assert c["global (α = opt)"] == 1 and c["locally optimal"] >= 1
     assert len(charts(at)) == 2
     assert "of starts reach the global selection" in texts(at)

@@ -1,5 +1,6 @@
 """Geometry in 2-D: the paper's figures, editable tokens (kept in the link), infeasible
 data explained."""
+
 import numpy as np
 import pytest
 from conftest import assert_clean, chart_specs, charts, open_page, texts
@@ -40,7 +41,10 @@ def test_controls_change_the_figure():
 def test_edited_nan_token_is_an_error_not_a_crash():
     at = open_page("geometry.py")
     at.session_state["geo_tok_geometry-1"] = {
-        "edited_rows": {0: {"x₁": None}}, "added_rows": [], "deleted_rows": []}
+        "edited_rows": {0: {"x₁": None}},
+        "added_rows": [],
+        "deleted_rows": [],
+    }
     at.run()
     assert_clean(at)
     assert at.error and "finite" in at.error[0].value
@@ -54,7 +58,10 @@ def test_many_tokens_in_2d_explain_infeasibility():
 def test_edits_go_into_the_link_and_a_link_restores_them():
     at = open_page("geometry.py")
     at.session_state["geo_tok_geometry-1"] = {
-        "edited_rows": {1: {"x₁": 0.25}}, "added_rows": [], "deleted_rows": []}
+        "edited_rows": {1: {"x₁": 0.25}},
+        "added_rows": [],
+        "deleted_rows": [],
+    }
     at.run()
     assert_clean(at)
     link = at.query_params["geo_data"]
@@ -74,7 +81,10 @@ def test_edits_go_into_the_link_and_a_link_restores_them():
     assert again.query_params["geo_data"] in (link, [link])
     # typing the original value back takes the data out of the link
     at.session_state["geo_tok_geometry-1"] = {
-        "edited_rows": {1: {"x₁": float(g.X[0, 1, 0])}}, "added_rows": [], "deleted_rows": []}
+        "edited_rows": {1: {"x₁": float(g.X[0, 1, 0])}},
+        "added_rows": [],
+        "deleted_rows": [],
+    }
     at.run()
     assert_clean(at)
     assert "geo_data" not in at.query_params
@@ -87,13 +97,19 @@ def test_edits_go_into_the_link_and_a_link_restores_them():
     assert not again.warning and not any("edited data" in i.value for i in again.info)
 
 
-@pytest.mark.parametrize("bad", ["geometry-1|2,3|1,2|1,1|0,1,1,0|1,0", "x|99,99|1|1|1|1",
-                                 "geometry-1|2,3|" + ",".join(["nan"] * 12) + "|1,1|0,1,1,0|1,0",
-                                 "garbage"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "geometry-1|2,3|1,2|1,1|0,1,1,0|1,0",
+        "x|99,99|1|1|1|1",
+        "geometry-1|2,3|" + ",".join(["nan"] * 12) + "|1,1|0,1,1,0|1,0",
+        "garbage",
+    ],
+)
 def test_a_bad_link_data_is_ignored_with_a_warning(bad):
     at = open_page("geometry.py", query={"geo_data": bad})
     warnings = [w.value for w in at.warning]
     assert sum("Ignored the link's edited data" in w for w in warnings) == 1
-    assert not any("Ignored link parameters" in w for w in warnings)      # said once
+    assert not any("Ignored link parameters" in w for w in warnings)  # said once
     assert not at.info or not any("edited data" in i.value for i in at.info)
     assert "geo_data" not in at.query_params

@@ -1,4 +1,5 @@
 """Deeper: a hierarchy of SVMs: the live run, each head against its own SVM, the open label."""
+
 import time
 
 from conftest import assert_clean, chart_specs, charts, open_page, texts
@@ -37,7 +38,7 @@ def test_controls_change_the_run_and_one_layer_one_head_works():
 
 def test_three_layers_four_heads_draws_every_layer():
     at = open_page("hierarchy.py", {**SMALL, "hier_L": 3, "hier_H": 4})
-    assert len(charts(at)) == 6                      # two earlier layers' selection maps
+    assert len(charts(at)) == 6  # two earlier layers' selection maps
     assert len(at.dataframe[0].value) == 12
 
 

@@ -1,6 +1,7 @@
 """Train the head too: the presets draw both paths against their SVM rays, the float32
 switch adds the authors' loop next to the exact run, the p slider flips the MD-Att
 selection, random instances compare the SVMs, and an over-budget request is refused."""
+
 from conftest import assert_clean, chart_specs, charts, open_page, table, texts
 
 SMALL = {"jt_steps": 500}
@@ -17,7 +18,7 @@ def test_relaxed_preset_float64_then_float32():
     assert len(charts(at)) == 2
     t = table(at, "corr_relaxed").set_index("run")
     f32 = t.loc["float32, authors' loop"]
-    assert f32.corr_tight > f32.corr_relaxed          # the authors' loop stalls near tight
+    assert f32.corr_tight > f32.corr_relaxed  # the authors' loop stalls near tight
 
 
 def test_p_slider_flips_the_mdatt_selection_and_random_instances():
@@ -41,7 +42,8 @@ def test_over_budget_is_refused(tiny_budget):
 
 
 def test_hostile_link_values_fall_back_to_defaults():
-    at = open_page("joint.py", query={**SMALL, "jt_src": "<script>", "jt_p": "1e300",
-                                      "jt_dtype": "float16"})
+    at = open_page(
+        "joint.py", query={**SMALL, "jt_src": "<script>", "jt_p": "1e300", "jt_dtype": "float16"}
+    )
     assert not at.error and len(charts(at)) == 1
     assert "Ignored link parameters" in texts(at)

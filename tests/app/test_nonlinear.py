@@ -1,4 +1,5 @@
 """Nonlinear heads: generalized SVM beats W^dir beats the one-token SVM on the default."""
+
 from conftest import assert_clean, chart_specs, charts, open_page, table, texts
 
 
@@ -9,11 +10,10 @@ def _one_minus_corr(at):
 def test_default_shows_the_papers_ordering():
     at = open_page("nonlinear.py")
     m = _one_minus_corr(at)
-    assert (m["W^fin + R_k·W^dir (generalized SVM)"] < m["W^dir alone"]
-            < m["one-token SVM W^mm_α"])
+    assert m["W^fin + R_k·W^dir (generalized SVM)"] < m["W^dir alone"] < m["one-token SVM W^mm_α"]
     assert len(charts(at)) == 2
     sets = table(at, "|O_i|")
-    assert sets["|O_i|"].max() >= 2                  # several tokens kept somewhere
+    assert sets["|O_i|"].max() >= 2  # several tokens kept somewhere
 
 
 def test_controls_change_the_output():
@@ -22,7 +22,7 @@ def test_controls_change_the_output():
     at.selectbox(key="nl_head").set_value("quadratic").run()
     assert_clean(at)
     assert chart_specs(at) != before
-    at.number_input(key="nl_seed").set_value(5).run()      # all singletons: reduces
+    at.number_input(key="nl_seed").set_value(5).run()  # all singletons: reduces
     assert_clean(at)
     assert "reduces to the one-token" in texts(at) or "O_i" in texts(at)
 

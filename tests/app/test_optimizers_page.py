@@ -1,5 +1,6 @@
 """Optimizer → norm: the race draws its heat map, labels each cell proved/open with its
 citation, reacts to its controls, and refuses an over-budget race before computing."""
+
 from conftest import assert_clean, chart_specs, charts, open_page, table, texts
 
 SMALL = {"opt_steps": 500, "n": 3, "T": 4, "d": 4}
@@ -7,7 +8,7 @@ SMALL = {"opt_steps": 500, "n": 3, "T": 4, "d": 4}
 
 def test_page_loads_with_heat_map_status_and_selections():
     at = open_page("optimizers.py", query=SMALL)
-    assert len(charts(at)) == 2          # heat map, ‖W‖ growth
+    assert len(charts(at)) == 2  # heat map, ‖W‖ growth
     reach = table(at, "citation").set_index("optimizer")
     assert reach.loc["NGD", "target"] == "Frobenius"
     assert "proved" in reach.loc["NGD", "status"] and "2402.05738" in reach.loc["NGD", "citation"]

@@ -1,4 +1,5 @@
 """Over-parameterization: the d sweep draws fractions; an empty choice is explained."""
+
 from conftest import assert_clean, chart_specs, charts, open_page, table, texts
 
 

@@ -1,4 +1,5 @@
 """Token selection (live) page: loads with a verdict, controls drive it, bad input is shown."""
+
 import re
 
 from conftest import assert_clean, chart_specs, charts, open_page, texts
@@ -25,15 +26,15 @@ def test_reset_step_play_and_scrub():
     assert _iteration(at) == 0
     at.button(key="pg_step").click().run()
     assert_clean(at)
-    assert _iteration(at) == 50                     # one chunk = 10 records of 5 steps
-    at.button(key="pg_play").click().run()          # AppTest runs the fragment once per run
+    assert _iteration(at) == 50  # one chunk = 10 records of 5 steps
+    at.button(key="pg_play").click().run()  # AppTest runs the fragment once per run
     assert_clean(at)
     assert at.session_state["pg_playing"] and _iteration(at) == 100
     at.button(key="pg_pause").click().run()
     assert_clean(at)
     assert not at.session_state["pg_playing"]
     before = chart_specs(at)
-    at.slider(key="iter").set_value(20).run()       # scrub back: the margin map redraws
+    at.slider(key="iter").set_value(20).run()  # scrub back: the margin map redraws
     assert_clean(at)
     assert "at k = 20" in chart_specs(at)[0] and chart_specs(at)[0] != before[0]
 

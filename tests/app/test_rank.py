@@ -1,4 +1,5 @@
 """Rank collapse: singular values during training, SVM ranks vs d, the measurement stated."""
+
 from conftest import assert_clean, chart_specs, charts, open_page, table, texts
 
 

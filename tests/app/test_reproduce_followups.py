@@ -35,7 +35,7 @@ def test_every_follow_up_has_a_card_under_its_own_heading():
     assert {f"repro-{name}-run" for name in experiments.FOLLOWUPS} <= keys
     assert set(SMALL) == set(experiments.FOLLOWUPS)
     captions = "\n".join(c.value for c in at.caption)
-    assert "0.98593" in captions and "0.99793" in captions        # the authors' NTP numbers
+    assert "0.98593" in captions and "0.99793" in captions  # the authors' NTP numbers
     # the fixtures folder is a path on the machine running attsvm: not a card setting
     assert not [w for w in at.text_input if w.key == "repro-ntp-global-fixtures"]
 
@@ -49,7 +49,7 @@ def test_a_follow_up_card_runs_and_offers_its_files(name):
     assert_clean(at)
     ours = [s.value for s in at.success if s.value.startswith("**Ours")]
     assert len(ours) == 1
-    res = experiments.run(name, **SMALL[name])            # the same settings, headless
+    res = experiments.run(name, **SMALL[name])  # the same settings, headless
     assert hosted.escape_markdown(res.summary["text"]) in ours[0]
     assert len(charts(at)) == 1
     keys = {b.key for b in at.get("download_button")}
@@ -61,10 +61,12 @@ def test_follow_ups_are_priced_and_refused_over_budget_in_hosted_mode(monkeypatc
     at = open_page("reproduce.py")
     keys = {b.key for b in at.button}
     fit = set(experiments.FOLLOWUPS) - OVER_HOSTED
-    assert {f"repro-{name}-run" for name in fit} <= keys   # defaults fit
+    assert {f"repro-{name}-run" for name in fit} <= keys  # defaults fit
     assert any("priced at" in c.value for c in at.caption)
     at.number_input(key="repro-ntp-global-instances").set_value(300).run()
     assert_clean(at)
     assert "repro-ntp-global-run" not in {b.key for b in at.button}
-    assert any("ntp-global with these settings asks for" in e.value
-               and "`instances` ≤" in e.value for e in at.error)
+    assert any(
+        "ntp-global with these settings asks for" in e.value and "`instances` ≤" in e.value
+        for e in at.error
+    )

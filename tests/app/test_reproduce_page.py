@@ -39,8 +39,11 @@ def test_bad_setting_is_an_error_box():
 
 def test_a_link_restores_a_cards_settings():
     """Settings live in the URL: a copied link restores each card's settings."""
-    query = {"repro-svm-rank-runs": 7, "repro-multi-token-ds": "(4, 6)",
-             "repro-svm-rank-style": "published"}
+    query = {
+        "repro-svm-rank-runs": 7,
+        "repro-multi-token-ds": "(4, 6)",
+        "repro-svm-rank-style": "published",
+    }
     at = open_link("reproduce.py", query)
     assert_clean(at)
     assert not [w for w in at.sidebar.warning if "Ignored link" in w.value]
@@ -56,11 +59,13 @@ def test_over_budget_settings_are_refused_before_run_naming_what_to_lower(monkey
     monkeypatch.setenv("ATTSVM_MODE", "hosted")
     at = open_page("reproduce.py")
     keys = {b.key for b in at.button}
-    assert "repro-regularization-path-run" in keys          # the paper's settings fit
+    assert "repro-regularization-path-run" in keys  # the paper's settings fit
     assert any("priced at" in c.value for c in at.caption)
-    assert "repro-local-convergence-run" not in keys        # 100 runs × 2000 steps do not
-    assert any("local-convergence with these settings" in e.value and "`runs` ≤" in e.value
-               for e in at.error)
+    assert "repro-local-convergence-run" not in keys  # 100 runs × 2000 steps do not
+    assert any(
+        "local-convergence with these settings" in e.value and "`runs` ≤" in e.value
+        for e in at.error
+    )
     for k in ("n", "T", "d"):
         at.number_input(key=f"repro-regularization-path-{k}").set_value(32)
     at.run()

@@ -1,4 +1,5 @@
 """Sequences and causal attention: per-query selections, verdict and SVM."""
+
 from conftest import assert_clean, chart_specs, charts, open_page, texts
 
 
@@ -8,7 +9,7 @@ def test_causal_default_has_a_verdict_and_per_query_map():
     assert "Verdict after 200 steps" in t
     assert "queries whose selection is optimal" in t
     assert len(charts(at)) == 3
-    assert "saturated" not in t            # a one-token causal query is not a saturation
+    assert "saturated" not in t  # a one-token causal query is not a saturation
 
 
 def test_controls_change_the_output():

@@ -1,6 +1,7 @@
 """The "Rank from small init" page: it draws the staircase, the loss, the gap, the ranks
 next to the nuclear-norm SVM's and the verdict; link state restores its controls; the
 weight-decay gap falls; each claim carries its mark."""
+
 from __future__ import annotations
 
 from conftest import assert_clean, charts, open_page, texts
@@ -9,16 +10,15 @@ from conftest import assert_clean, charts, open_page, texts
 QUERY = {"stair_steps": 1000, "stair_alpha": 0.0001}
 
 
-
 def test_small_init_page_draws_every_part_and_stays_rank_one():
     at = open_page("staircase.py", QUERY)
     assert_clean(at)
-    assert len(charts(at)) == 4                       # σ(ΔW) vs step and rescaled, loss, gap
+    assert len(charts(at)) == 4  # σ(ΔW) vs step and rescaled, loss, gap
     body = texts(at)
     assert "proved" in body and "observed here" in body and "2306.07042" in body
     assert "Selection reached" in body and "Take-off steps" in body
     ranks = dict(at.dataframe[0].value.values.tolist())
-    assert ranks["numerical rank of ΔW (σ > 0.01·σ₁)"] == "1"      # α = 1e-4: rank 1 at 1000
+    assert ranks["numerical rank of ΔW (σ > 0.01·σ₁)"] == "1"  # α = 1e-4: rank 1 at 1000
     assert ranks["rank of W^mm_*,α (nuclear SVM, selection reached)"] != ""
     # the link restored the controls
     assert at.select_slider(key="stair_alpha").value == 0.0001
@@ -37,9 +37,16 @@ def test_weight_decay_balances_the_factors_on_the_page():
 
 def test_hostile_link_values_fall_back_to_defaults_in_hosted_mode(monkeypatch):
     monkeypatch.setenv("ATTSVM_MODE", "hosted")
-    at = open_page("staircase.py", {"stair_steps": "1e400", "stair_alpha": "nan",
-                                    "stair_lr": "-3", "stair_kind": "<b>x</b>",
-                                    "stair_lambda": "99"})
+    at = open_page(
+        "staircase.py",
+        {
+            "stair_steps": "1e400",
+            "stair_alpha": "nan",
+            "stair_lr": "-3",
+            "stair_kind": "<b>x</b>",
+            "stair_lambda": "99",
+        },
+    )
     assert_clean(at)
     assert at.selectbox(key="stair_kind").value == "gaussian"
     assert at.number_input(key="stair_lr").value == 0.5

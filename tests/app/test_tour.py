@@ -1,5 +1,6 @@
 """The first minute: Overview draws the hero chart, and every tour step opens its page with
 prepared settings on which the step's statement holds (the numbers behind the sentence)."""
+
 from __future__ import annotations
 
 import re
@@ -16,7 +17,7 @@ def test_overview_draws_the_hero_and_links_the_tour():
     assert "step 2,000" in charts(at)[0].proto.spec
     cap = texts(at)
     assert "Frobenius-norm SVM W^mm (corr 0.999" in cap and "W^mm_* (corr 0.999" in cap
-    at.button(key="hero_replay").click().run()     # replay draws the same final frame
+    at.button(key="hero_replay").click().run()  # replay draws the same final frame
     assert_clean(at)
     assert len(charts(at)) == 1
 
@@ -79,8 +80,7 @@ def test_step_5_nuclear_svm_has_lower_rank():
 def test_step_6_generalized_svm_fits_best_and_keeps_several_tokens():
     at = _step(5)
     m = {k.replace("1 − corr with ", ""): float(v) for k, v in _metrics(at).items()}
-    assert (m["W^fin + R_k·W^dir (generalized SVM)"] < m["W^dir alone"]
-            < m["one-token SVM W^mm_α"])
+    assert m["W^fin + R_k·W^dir (generalized SVM)"] < m["W^dir alone"] < m["one-token SVM W^mm_α"]
     assert table(at, "|O_i|")["|O_i|"].max() >= 2
 
 

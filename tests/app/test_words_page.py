@@ -1,6 +1,7 @@
 """The Real words page: a bundled task runs GD and shows weights, margins, the verdict and the
 PCA feasibility; typed text with HTML/markdown stays text; bad input is an error box, never
 an exception."""
+
 from __future__ import annotations
 
 from conftest import assert_clean, charts, open_link, texts
@@ -23,10 +24,11 @@ def test_typed_text_is_shown_as_text_and_bad_text_is_refused():
     at = open_link("words.py", {**SMALL, "words_src": "my own"})
     assert_clean(at)
     at.text_area(key="words_text").set_value(
-        "+ the **movie** was <b>great</b> [x](http://e.vil)\n- the zzqqxy food was awful").run()
+        "+ the **movie** was <b>great</b> [x](http://e.vil)\n- the zzqqxy food was awful"
+    ).run()
     assert_clean(at)
     assert not at.error
-    assert "zzqqxy" in texts(at)                         # reported, not guessed
+    assert "zzqqxy" in texts(at)  # reported, not guessed
     at.text_area(key="words_text").set_value("+ qqzzxq wwxxqz\n- awful").run()
     assert_clean(at)
     assert any("`sentences[0]`" in e.value for e in at.error)

@@ -9,6 +9,7 @@ test_hostile.py and test_reproduce_store_browser.py stay their own. Chromium sta
 module-scoped: Playwright's sync API cannot be started twice in one thread, and those two
 tests start their own.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -24,6 +25,7 @@ def server():
 @pytest.fixture(scope="module")
 def browser(server):
     from playwright.sync_api import sync_playwright
+
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         yield b

@@ -9,6 +9,7 @@ reproduces the same problem, settings and numbers in a fresh browser.
 Skipped (with the reason) when /usr/bin/chromium or Playwright is missing, unless the CI
 environment variable is set, in which case that is a failure.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,19 +29,36 @@ pytestmark = pytest.mark.browser
 ROOT = Path(__file__).parents[2]
 SHOTS = ROOT / "artifacts" / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 # url path -> file stem for the screenshot; every page of app.py
-PAGES = {"": "overview", "start-here": "tour", "token-selection": "playground",
-         "geometry-2d": "geometry",
-         "local-optima": "basins", "over-parameterization": "overparam",
-         "rank-collapse": "rank", "nonlinear-heads": "nonlinear",
-         "causal-attention": "sequences", "next-token": "ntp", "optimizer-norm": "optimizers",
-         "hierarchy-of-svms": "hierarchy", "a-real-transformer": "pretrained"}
+PAGES = {
+    "": "overview",
+    "start-here": "tour",
+    "token-selection": "playground",
+    "geometry-2d": "geometry",
+    "local-optima": "basins",
+    "over-parameterization": "overparam",
+    "rank-collapse": "rank",
+    "nonlinear-heads": "nonlinear",
+    "causal-attention": "sequences",
+    "next-token": "ntp",
+    "optimizer-norm": "optimizers",
+    "hierarchy-of-svms": "hierarchy",
+    "a-real-transformer": "pretrained",
+}
 if (ROOT / "app_pages" / "reproduce.py").exists():
     PAGES["paper-figures"] = "reproduce"
-NO_CHARTS_ON_LOAD = {"tour", "reproduce"}     # reproduce draws after its Run buttons
-PAGE_TIMEOUT_MS = 90_000          # a slow CI machine under both workers' load
+NO_CHARTS_ON_LOAD = {"tour", "reproduce"}  # reproduce draws after its Run buttons
+PAGE_TIMEOUT_MS = 90_000  # a slow CI machine under both workers' load
 BAD = '[data-testid="stException"], [data-testid="stAlertContentError"]'
 RUN_DONE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 BUSY = '[data-testid="stSpinner"], [data-testid="stSkeleton"]'
@@ -59,8 +77,9 @@ def _free_port() -> int:
 
 
 @contextmanager
-def streamlit_server(*, mode: str | None = None, log_name: str = "e2e-server.log",
-                     args: tuple = ()):
+def streamlit_server(
+    *, mode: str | None = None, log_name: str = "e2e-server.log", args: tuple = ()
+):
     """`streamlit run app.py` on a free local port (ATTSVM_MODE=`mode`, or unset; a hosted
     server starts as the Dockerfile starts it, `python -m ui.serve`, its imports done before
     it listens); yields (base URL, process) once its health check answers, and stops it
@@ -80,10 +99,24 @@ def streamlit_server(*, mode: str | None = None, log_name: str = "e2e-server.log
     log = open(ROOT / "artifacts" / log_name, "w")
     start = ["-m", "ui.serve"] if mode == "hosted" else ["-m", "streamlit", "run", "app.py"]
     proc = subprocess.Popen(
-        [sys.executable, *start, "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1",
-         "--browser.gatherUsageStats", "false", *args],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        [
+            sys.executable,
+            *start,
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--browser.gatherUsageStats",
+            "false",
+            *args,
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + 120
@@ -120,8 +153,9 @@ def _settle(page, charts: bool = False):
     wait_idle(page)
     # Every page starts with a title; the sidebar's own page links come from app.py.
     page.wait_for_selector('[data-testid="stMain"] h1', timeout=PAGE_TIMEOUT_MS)
-    page.wait_for_selector('[data-testid="stSidebar"] [data-testid="stPageLink-NavLink"]',
-                           timeout=PAGE_TIMEOUT_MS)
+    page.wait_for_selector(
+        '[data-testid="stSidebar"] [data-testid="stPageLink-NavLink"]', timeout=PAGE_TIMEOUT_MS
+    )
     if charts:
         page.wait_for_selector(".vega-embed canvas, .vega-embed svg", timeout=PAGE_TIMEOUT_MS)
     # The run is over; it must stay over for a moment (a page may start another run of
@@ -225,10 +259,13 @@ def _sidebar_folds_away_unused_settings(page):
     """A page with its own settings: the sidebar's problem and training controls are out of
     sight under a label saying they are not used here (sidebar.OWN_SETTINGS)."""
     from ui.sidebar import UNUSED_LABEL
+
     side = page.locator('[data-testid="stSidebar"]')
     box = side.bounding_box()
-    page.screenshot(path=str(SHOTS / "ntp-sidebar.png"),
-                    clip=dict(x=box["x"], y=box["y"], width=box["width"], height=700))
+    page.screenshot(
+        path=str(SHOTS / "ntp-sidebar.png"),
+        clip=dict(x=box["x"], y=box["y"], width=box["width"], height=700),
+    )
     assert side.get_by_text(UNUSED_LABEL).is_visible()
     for label in ("Data", "n", "Data seed", "Head", "step size η", "Initialization"):
         field = side.get_by_label(label, exact=True)
@@ -238,13 +275,19 @@ def _sidebar_folds_away_unused_settings(page):
 def _optimizer_names_whole(page):
     """The optimizer picker shows each chosen name whole (no chip cuts its text short)."""
     from attsvm.studies import OPTIMIZER_THEORY
+
     picker = page.locator('[data-testid="stMain"] [data-testid="stMultiSelect"]').first
     picker.screenshot(path=str(SHOTS / "optimizers-picker.png"))
     tags = picker.locator("[data-tag]")
     names = [tags.nth(i).inner_text().strip() for i in range(tags.count())]
     assert names == [OPTIMIZER_THEORY[o][0] for o in ("ngd", "nmd", "sign", "spectral")]
-    cut = [n for i, n in enumerate(names) if tags.nth(i).evaluate(
-        "t => [t, ...t.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1)")]
+    cut = [
+        n
+        for i, n in enumerate(names)
+        if tags.nth(i).evaluate(
+            "t => [t, ...t.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1)"
+        )
+    ]
     assert not cut, f"names cut short: {cut}"
 
 
@@ -258,12 +301,13 @@ def _iteration(page) -> tuple[int, int]:
 
 
 def test_playground_play_runs_gd_live(server, browser):
-    page = _open(browser, f"{server}/token-selection")          # default: 500 steps
+    page = _open(browser, f"{server}/token-selection")  # default: 500 steps
     try:
         _settle(page, charts=True)
         page.get_by_role("button", name="Reset").click()
-        page.wait_for_function("document.body.innerText.includes('Iteration 0 of 500')",
-                               timeout=PAGE_TIMEOUT_MS)
+        page.wait_for_function(
+            "document.body.innerText.includes('Iteration 0 of 500')", timeout=PAGE_TIMEOUT_MS
+        )
         page.get_by_role("button", name="Play").click()
         seen = set()
         deadline = time.time() + 90
@@ -278,8 +322,9 @@ def test_playground_play_runs_gd_live(server, browser):
         page.wait_for_selector('button:has-text("Play")', timeout=PAGE_TIMEOUT_MS)
         _settle(page, charts=True)
         # the final rerun (Pause -> Play, timeline back) may still be drawing
-        page.wait_for_function("document.querySelectorAll('.vega-embed').length == 6",
-                               timeout=PAGE_TIMEOUT_MS)
+        page.wait_for_function(
+            "document.querySelectorAll('.vega-embed').length == 6", timeout=PAGE_TIMEOUT_MS
+        )
         _check_clean(page, "playground-after-play")
         assert "Verdict at iteration 500" in page.inner_text("body")
         page.screenshot(path=str(SHOTS / "playground-after-play.png"), full_page=True)
@@ -291,8 +336,11 @@ def _shown_numbers(page) -> dict:
     body = page.inner_text("body")
     alpha = re.search(r"GD selects α =\s*([\d·]+)", body)
     norms = re.findall(r"‖·‖ = ([\d.]+)", body)
-    return dict(alpha=alpha.group(1) if alpha else None, norms=norms,
-                problem=re.search(r"Problem: (random[^\n]*)", body).group(1))
+    return dict(
+        alpha=alpha.group(1) if alpha else None,
+        norms=norms,
+        problem=re.search(r"Problem: (random[^\n]*)", body).group(1),
+    )
 
 
 def test_url_reproduces_problem_settings_and_numbers(server, browser):
@@ -303,7 +351,7 @@ def test_url_reproduces_problem_settings_and_numbers(server, browser):
     # Same sizes as the defaults (one compiled program), different data, init and step size.
     query = "seed=11&init_seed=3&lr=0.2&steps=300"
     views = []
-    for _ in range(2):                          # two fresh browser contexts
+    for _ in range(2):  # two fresh browser contexts
         ctx = browser.new_context(viewport={"width": 1500, "height": 2400})
         page = ctx.new_page()
         page.goto(f"{server}/token-selection?{query}", timeout=PAGE_TIMEOUT_MS)
@@ -327,7 +375,8 @@ def test_settings_survive_page_navigation(server, browser):
     try:
         _settle(page)
         page.locator('[data-testid="stSidebar"]').get_by_role(
-            "link", name="Token selection (live)").click()
+            "link", name="Token selection (live)"
+        ).click()
         page.wait_for_url(re.compile(r".*/token-selection.*"), timeout=PAGE_TIMEOUT_MS)
         _settle(page, charts=True)
         body = page.inner_text("body")

@@ -1,5 +1,6 @@
 """Long work can be cancelled in the browser: a big over-parameterization sweep shows its
 progress and a Cancel button; Cancel stops it (it stays cancelled), Run again restarts it."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,7 +22,7 @@ def test_cancel_stops_a_long_sweep_and_run_again_restarts_it(server, browser):
         bar = page.locator('[data-testid="stProgress"]')
         bar.first.wait_for(timeout=PAGE_TIMEOUT_MS)
         assert bar.count() == 1
-        with a_run(page):                   # the run that draws "Cancelled" has ended
+        with a_run(page):  # the run that draws "Cancelled" has ended
             cancel.click()
         assert "Cancelled" in page.inner_text('[data-testid="stMain"]')
         _check_clean(page, "cancelled-sweep")
@@ -33,15 +34,17 @@ def test_cancel_stops_a_long_sweep_and_run_again_restarts_it(server, browser):
             try:
                 page.get_by_role("button", name="Cancel").wait_for(timeout=PAGE_TIMEOUT_MS)
             except Exception:
-                page.screenshot(path=str(SHOTS / "cancel-run-again-FAILED.png"),
-                                full_page=True)
+                page.screenshot(path=str(SHOTS / "cancel-run-again-FAILED.png"), full_page=True)
                 log = (ROOT / "artifacts" / "e2e-server.log").read_text()[-1500:]
-                pytest.fail("no Cancel button after Run again; run state "
-                            + run_states(page) + "; the page says: "
-                            + page.locator('[data-testid="stMain"]').inner_text()[:800]
-                            + "\nserver log tail:\n" + log)
-            page.get_by_role("button", name="Cancel").click()      # leave the server idle
+                pytest.fail(
+                    "no Cancel button after Run again; run state "
+                    + run_states(page)
+                    + "; the page says: "
+                    + page.locator('[data-testid="stMain"]').inner_text()[:800]
+                    + "\nserver log tail:\n"
+                    + log
+                )
+            page.get_by_role("button", name="Cancel").click()  # leave the server idle
         assert "Cancelled" in page.inner_text('[data-testid="stMain"]')
     finally:
         page.close()
-

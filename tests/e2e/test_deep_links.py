@@ -7,6 +7,7 @@
   markup, runs none of their code, applies the setting a card can run, and the page stays
   usable.
 """
+
 from __future__ import annotations
 
 import ast
@@ -28,14 +29,18 @@ NOTE = '[data-testid="stSidebar"] [data-testid="stAlert"]'
 def _url_paths() -> list[str]:
     """Every page's URL path, from app.py's page list (the root page as "")."""
     tree = ast.parse((ROOT / "app.py").read_text())
-    pages = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
-                 and getattr(n.targets[0], "id", None) == "PAGES")
+    pages = next(
+        ast.literal_eval(n.value)
+        for n in tree.body
+        if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", None) == "PAGES"
+    )
     return [url or "" for file, _, _, url in pages if (ROOT / "app_pages" / file).exists()]
 
 
 @pytest.fixture(scope="module")
 def browser():
     from playwright.sync_api import sync_playwright
+
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         yield b
@@ -65,7 +70,7 @@ def _first_visits(browser, base: str):
             page = ctx.new_page()
             query = "?seed=7" if j == 0 else ""
             page.goto(f"{base}/{path}{query}", timeout=PAGE_TIMEOUT_MS)
-            if j == 0:                      # the server's very first script run
+            if j == 0:  # the server's very first script run
                 seed = page.get_by_label("Data seed", exact=True)
                 seed.wait_for(timeout=PAGE_TIMEOUT_MS)
                 assert seed.input_value() == "7"
@@ -106,22 +111,24 @@ def test_a_reproduce_link_with_hostile_settings_names_them_and_stays_usable(brow
     ctx = browser.new_context(viewport={"width": 1500, "height": 2400})
     try:
         page = ctx.new_page()
-        page.goto(f"{hosted}/paper-figures?{urllib.parse.urlencode(query)}",
-                  timeout=PAGE_TIMEOUT_MS)
+        page.goto(
+            f"{hosted}/paper-figures?{urllib.parse.urlencode(query)}", timeout=PAGE_TIMEOUT_MS
+        )
         _settle(page)
-        page.wait_for_function("document.body.innerText.includes('Ignored link parameters')",
-                               timeout=PAGE_TIMEOUT_MS)
+        page.wait_for_function(
+            "document.body.innerText.includes('Ignored link parameters')", timeout=PAGE_TIMEOUT_MS
+        )
         notes = page.locator(NOTE).all_inner_texts()
         assert len(notes) == 1, notes
         for key in HOSTILE:
             assert key in notes[0], (key, notes[0])
         assert "repro-svm-rank-runs" not in notes[0]
-        assert "<b>bold</b>" in notes[0]                    # shown as text, not drawn
+        assert "<b>bold</b>" in notes[0]  # shown as text, not drawn
         assert page.locator('img[src="x"]').count() == 0
         assert page.locator("b, strong").filter(has_text=re.compile("^bold$")).count() == 0
         assert not mark.exists()
         assert page.locator('[data-testid="stException"]').count() == 0
-        for key in HOSTILE:                                 # gone from the link
+        for key in HOSTILE:  # gone from the link
             assert key not in urllib.parse.unquote(page.url)
         # the setting a card can run is in its form; the form still takes typed settings
         heading = page.get_by_role("heading", name=re.compile("^svm-rank —"))

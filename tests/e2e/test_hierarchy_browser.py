@@ -1,6 +1,7 @@
 """The hierarchy page in a real browser (chromium via Playwright, as test_browser.py): the
 acceptance size (L = 2, H = 2, n = 8, T = 8, d = 16, 2000 steps) trains live, draws every
 chart, shows no error box, and a changed control trains again."""
+
 from __future__ import annotations
 
 import time
@@ -32,8 +33,11 @@ def test_hierarchy_page_trains_live_and_audits(server, browser):
 
 
 def test_a_changed_control_trains_again(server, browser):
-    with clean_page(browser, f"{server}/hierarchy-of-svms?hier_n=4&hier_T=4&hier_d=4"
-                    "&hier_steps=200", "hierarchy-small") as page:
+    with clean_page(
+        browser,
+        f"{server}/hierarchy-of-svms?hier_n=4&hier_T=4&hier_d=4&hier_steps=200",
+        "hierarchy-small",
+    ) as page:
         box = page.get_by_label("heads H")
         with a_run(page):
             box.fill("3")

@@ -5,6 +5,7 @@ resident memory (VmHWM) must stay under 2 GB while it keeps answering its health
 
 The peak is written to artifacts/hostile-memory.txt (the issue asks for it to be reported).
 """
+
 from __future__ import annotations
 
 import sys
@@ -38,9 +39,18 @@ LINKS = [
     "&repro-regularization-path-d=32&repro-local-convergence-runs=1e400",
     "/?" + "&".join(f"p{j}={j}" for j in range(200)),
 ]
-UPLOAD_CASES = ["bomb 600 MB", "shape above int64", "a million characters per element",
-                "size field lies", "header too long", "formula injection", "million columns",
-                "200 KB cell", "nested quotes", "utf-16 csv"]
+UPLOAD_CASES = [
+    "bomb 600 MB",
+    "shape above int64",
+    "a million characters per element",
+    "size field lies",
+    "header too long",
+    "formula injection",
+    "million columns",
+    "200 KB cell",
+    "nested quotes",
+    "utf-16 csv",
+]
 
 
 def _rss_peak_mb(pid: int) -> float:
@@ -52,14 +62,16 @@ def _rss_peak_mb(pid: int) -> float:
 
 @pytest.fixture(scope="module")
 def hosted_server():
-    with streamlit_server(mode="hosted", log_name="e2e-hostile-server.log",
-                          args=("--server.maxUploadSize", "2")) as running:
+    with streamlit_server(
+        mode="hosted", log_name="e2e-hostile-server.log", args=("--server.maxUploadSize", "2")
+    ) as running:
         yield running
 
 
 def _assert_survived(page, what: str):
-    assert page.locator(EXC).count() == 0, f"{what}: exception box: " \
-        f"{page.locator(EXC).first.inner_text()[:500]}"
+    assert page.locator(EXC).count() == 0, (
+        f"{what}: exception box: {page.locator(EXC).first.inner_text()[:500]}"
+    )
     body = page.inner_text("body")
     assert "Traceback" not in body, what
     assert page.locator('[data-testid="stMain"] h1').count() >= 1, f"{what}: page not drawn"
@@ -84,7 +96,8 @@ def test_hostile_links_and_uploads_leave_the_app_drawn_and_memory_bounded(hosted
                     # the note is drawn once the page's script has finished
                     page.wait_for_function(
                         "document.body.innerText.includes('Ignored link parameters')",
-                        timeout=PAGE_TIMEOUT_MS)
+                        timeout=PAGE_TIMEOUT_MS,
+                    )
                 _assert_survived(page, link[:60])
                 page.close()
             page = browser.new_page(viewport={"width": 1400, "height": 2000})
@@ -98,11 +111,14 @@ def test_hostile_links_and_uploads_leave_the_app_drawn_and_memory_bounded(hosted
                 path.write_bytes(data)
                 with a_run(page):
                     page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(
-                        str(path))
+                        str(path)
+                    )
                     # the refusal names this file, so an earlier case's note cannot pass
                     page.wait_for_function(
                         "document.body.innerText.includes("
-                        f"'This file cannot be used ({path.name})')", timeout=PAGE_TIMEOUT_MS)
+                        f"'This file cannot be used ({path.name})')",
+                        timeout=PAGE_TIMEOUT_MS,
+                    )
                 _assert_survived(page, case)
                 assert f"{field}" in page.inner_text("body"), case
             page.close()
@@ -111,6 +127,7 @@ def test_hostile_links_and_uploads_leave_the_app_drawn_and_memory_bounded(hosted
     assert _healthy(base), "the server stopped answering its health check"
     peak = _rss_peak_mb(proc.pid)
     (ROOT / "artifacts" / "hostile-memory.txt").write_text(
-        f"server VmHWM after the hostile barrage: {peak:.0f} MB\n")
+        f"server VmHWM after the hostile barrage: {peak:.0f} MB\n"
+    )
     print(f"server VmHWM after the hostile barrage: {peak:.0f} MB")
     assert peak < PEAK_LIMIT_MB, f"server peak memory {peak:.0f} MB"

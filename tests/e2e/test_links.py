@@ -3,6 +3,7 @@ state and the same numbers (the hosted demo's sharing; the playground's link is 
 against the library in test_browser.py). Each page gets non-default settings in its URL;
 two independent browser contexts open it; the page text (every number it prints) must be
 identical, the settings must have survived in the URL, and no error box may appear."""
+
 from __future__ import annotations
 
 import re
@@ -21,11 +22,10 @@ LINKS = {
     "nonlinear-heads": ("nl_seed=3&nl_steps=500&nl_head=quadratic", "quadratic head"),
     "causal-attention": ("seq_mode=sequence&seed=4&steps=200", None),
 }
-TIMING = re.compile(r"\d+(\.\d+)?\s?(s|ms)\b")          # durations differ between runs
+TIMING = re.compile(r"\d+(\.\d+)?\s?(s|ms)\b")  # durations differ between runs
 
 
-def _view(browser, url: str, *, last: str | None = None,
-          name: str = "link") -> tuple[str, str]:
+def _view(browser, url: str, *, last: str | None = None, name: str = "link") -> tuple[str, str]:
     """The main area's text (durations masked) and the URL of `url` opened in a fresh
     browser context; `last`: a selector of the page's last element, waited for (a page
     that draws in stages has finished only then)."""
@@ -88,11 +88,11 @@ def test_reproduce_settings_go_into_the_link_and_come_back(server, browser):
         page.goto(link, timeout=PAGE_TIMEOUT_MS)
         _settle(page)
         _check_clean(page, "reproduce-link-opened")
-        card = _card(page, "svm-rank")                  # its settings open by themselves
+        card = _card(page, "svm-rank")  # its settings open by themselves
         box = card.get_by_label("runs", exact=True)
         assert box.is_visible() and box.input_value() == "7"
         other = _card(page, "multi-token").get_by_label("runs", exact=True)
-        assert not other.is_visible()                   # untouched cards stay closed
+        assert not other.is_visible()  # untouched cards stay closed
         assert "repro-svm-rank-runs=7" in page.url
     finally:
         ctx.close()

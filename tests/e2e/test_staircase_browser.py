@@ -1,6 +1,7 @@
 """The "Rank from small init" page in a real browser (chromium via Playwright, as
 test_browser.py): a deep link draws the four charts and the verdict without an error box,
 and switching to normalized GD reruns it cleanly."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,8 +18,9 @@ def test_small_init_page_renders_and_switches_to_normalized_gd(server, browser):
         assert "predicted rate 2ηλ" in body
         assert page.locator(".vega-embed").count() >= 4
         page.get_by_text("normalized", exact=True).click()
-        page.wait_for_function("window.location.search.includes('stair_rule=')",
-                               timeout=PAGE_TIMEOUT_MS)
+        page.wait_for_function(
+            "window.location.search.includes('stair_rule=')", timeout=PAGE_TIMEOUT_MS
+        )
         _settle(page, charts=True)
         _check_clean(page, "small-init-rank-ngd")
         assert "Selection reached" in page.inner_text("body")

@@ -1,4 +1,5 @@
 """The "Train the head too" page's panels: intro, budget checks, preset and random views."""
+
 from __future__ import annotations
 
 import streamlit as st
@@ -9,7 +10,7 @@ from attsvm_charts import joint as charts
 from ui import about, hosted
 from ui.widgets import explained
 
-SVM_SOLVES = 30     # per run: head, relaxed, tight and balanced SVMs (measured ≈ 24–28 solves)
+SVM_SOLVES = 30  # per run: head, relaxed, tight and balanced SVMs (measured ≈ 24–28 solves)
 SOURCES = ["mmts-relaxed", "mmts-tight", "mdatt-toy", "random"]
 
 
@@ -24,15 +25,18 @@ def intro():
         "ℓp mirror descent on both (MD-Att, arXiv 2410.14581) reaches the ℓp versions, and "
         "its geometry decides which tokens are selected. Measured here: on the MMTS "
         "relaxed preset W does reach the relaxed SVM; on **random** instances it often does "
-        "not, and comes closest to a *balanced* SVM derived on this page (see `random`).")
-    st.info("**float64** runs attsvm's engine (exact, centred gradient, no ε). **float32** "
-            "adds a numpy port of the authors' loop in float32 (plain softmax Jacobian, "
-            "ε = 1e-19 / 1e-9 in the normalizers), which stalls near the *tight* "
-            "direction: their notebook prints p = (0.983, 0.186); this port ends at "
-            "(0.9825, 0.1863). In float64 with the exact gradient p reaches p^relax = (1, 0). "
-            "The page uses its own instances: the sidebar's problem and training settings "
-            "do not apply here.",
-            icon=":material/info:")
+        "not, and comes closest to a *balanced* SVM derived on this page (see `random`)."
+    )
+    st.info(
+        "**float64** runs attsvm's engine (exact, centred gradient, no ε). **float32** "
+        "adds a numpy port of the authors' loop in float32 (plain softmax Jacobian, "
+        "ε = 1e-19 / 1e-9 in the normalizers), which stalls near the *tight* "
+        "direction: their notebook prints p = (0.983, 0.186); this port ends at "
+        "(0.9825, 0.1863). In float64 with the exact gradient p reaches p^relax = (1, 0). "
+        "The page uses its own instances: the sidebar's problem and training settings "
+        "do not apply here.",
+        icon=":material/info:",
+    )
 
 
 def check_budget(*, n: int, T: int, d: int, steps: int, runs: int):
@@ -58,9 +62,14 @@ def preset(study: dict):
     st.markdown(
         f"**{pre.description}.** Selected tokens α = {alpha} (0-based). Head SVM "
         f"({sv.v_status}): v^mm = ({sv.v[0]:.4f}, {sv.v[1]:.4f}); support sequences "
-        f"{S}" + (f", **not** support: {rest} — so the relaxed and tight Att-SVMs differ."
-                  if rest else " — every sequence, so relaxed = tight.")
-        + f" Relaxed Att-SVM: {sv.W_status}; tight: {sv.tight.status}.")
+        f"{S}"
+        + (
+            f", **not** support: {rest} — so the relaxed and tight Att-SVMs differ."
+            if rest
+            else " — every sequence, so relaxed = tight."
+        )
+        + f" Relaxed Att-SVM: {sv.W_status}; tight: {sv.tight.status}."
+    )
 
 
 def random_view(res: dict):
@@ -78,7 +87,8 @@ def random_view(res: dict):
         "smaller, which buys it a margin (m_i − 1)ρ instead of freeing it: the "
         "**balanced** SVM W^bal (green; constraints ≥ max(0, 1 − (m_i − 1)ρ), ρ the fixed "
         "point of ‖v‖ = ‖W‖) is derived here, not in either paper. On the MMTS relaxed "
-        "preset it coincides with p^relax.")
+        "preset it coincides with p^relax."
+    )
 
 
 def problem_of(source: str):

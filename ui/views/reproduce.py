@@ -23,7 +23,7 @@ from ui.widgets import BOUND
 HIDDEN = {"preset", "fixtures"}
 MAX_LITERAL = 500  # characters of a tuple-valued setting (a link can carry any text)
 STYLES = ["accurate", "published"]
-POLL_S = 5.0       # seconds between looks at the store while a card waits for its result
+POLL_S = 5.0  # seconds between looks at the store while a card waits for its result
 
 
 def _widget(name: str, field: str, default):
@@ -92,11 +92,12 @@ def _from_link(field: str, default, text: str):
 def _link_refusal(key: str, text, names) -> str | None:
     """Why the card setting `key` = `text` of a link cannot be run (None: a card can run
     it, priced and perhaps refused over budget as a click would be)."""
-    name = next((n for n in sorted(names, key=len, reverse=True)
-                 if key.startswith(f"repro-{n}-")), None)
+    name = next(
+        (n for n in sorted(names, key=len, reverse=True) if key.startswith(f"repro-{n}-")), None
+    )
     if name is None:
         return "not a setting of any card"
-    field = key[len(f"repro-{name}-"):]
+    field = key[len(f"repro-{name}-") :]
     defaults = experiments.settings(name)
     if field in HIDDEN or field not in {f.name for f in dataclasses.fields(defaults)}:
         return f"not a setting of the {name} card"
@@ -129,20 +130,32 @@ def _downloads(name: str, csvs: dict, meta_json: str, html: str):
         for key, data in csvs.items():
             z.writestr(f"{name}/{key}.csv", data)
     c1, c2, c3 = st.columns(3)
-    c1.download_button("Data (CSV, zip)", buf.getvalue(), f"{name}-data.zip", "application/zip",
-                       key=f"repro-{name}-dl-csv")
-    c2.download_button("Settings + summary (JSON)", meta_json, f"{name}-settings.json",
-                       "application/json", key=f"repro-{name}-dl-json")
-    c3.download_button("Chart (HTML)", html, f"{name}-chart.html", "text/html",
-                       key=f"repro-{name}-dl-html")
+    c1.download_button(
+        "Data (CSV, zip)",
+        buf.getvalue(),
+        f"{name}-data.zip",
+        "application/zip",
+        key=f"repro-{name}-dl-csv",
+    )
+    c2.download_button(
+        "Settings + summary (JSON)",
+        meta_json,
+        f"{name}-settings.json",
+        "application/json",
+        key=f"repro-{name}-dl-json",
+    )
+    c3.download_button(
+        "Chart (HTML)", html, f"{name}-chart.html", "text/html", key=f"repro-{name}-dl-html"
+    )
 
 
 def _run_downloads(name: str, res: experiments.Result, chart):
     html = io.StringIO()
     chart.save(html, format="html")
     meta = json.dumps(jsonable(experiments.metadata(res)), indent=2, ensure_ascii=False)
-    _downloads(name, {k: df.to_csv(index=False) for k, df in res.frames.items()}, meta,
-               html.getvalue())
+    _downloads(
+        name, {k: df.to_csv(index=False) for k, df in res.frames.items()}, meta, html.getvalue()
+    )
 
 
 def _rows(res: experiments.Result):
@@ -168,22 +181,24 @@ def _settings(name: str, defaults):
                 if value != getattr(defaults, f.name):
                     overrides[f.name] = value
             price = experiments.check(name, **overrides)  # validated and priced now
-        except ValueError as exc:   # bad settings, or over budget (which to lower)
+        except ValueError as exc:  # bad settings, or over budget (which to lower)
             refused = exc
     return overrides, price, refused
 
 
 def _run(name: str, overrides: dict, price, refused):
     """A run for the visitor (priced and refused as every other page's)."""
-    if refused is not None:     # outside the expander: seen even when it is closed
+    if refused is not None:  # outside the expander: seen even when it is closed
         st.error(f"**Cannot run this:** {hosted.escape_markdown(refused)}", icon="🚫")
         return
     last = f"repro-{name}-last"
     if st.button("Run", key=f"repro-{name}-run", type="primary"):
         st.session_state[last] = json.dumps(overrides, sort_keys=True)
     if st.session_state.get(last) != json.dumps(overrides, sort_keys=True):
-        st.caption(f"Budget mode: {limits.mode()}; priced at ≈ {price.seconds:.2g} s of "
-                   "compute. Click Run to reproduce with these settings.")
+        st.caption(
+            f"Budget mode: {limits.mode()}; priced at ≈ {price.seconds:.2g} s of "
+            "compute. Click Run to reproduce with these settings."
+        )
         return
     try:
         res = cache.experiment(name, experiments.settings(
@@ -204,13 +219,17 @@ def _stored(name: str, entry):
     st.success(f"**Ours:** {hosted.escape_markdown(res.summary['text'])}")
     chart = results.chart(name)
     if chart is False:
-        st.warning("The stored tables do not make a chart here (the server log says why); "
-                   "the files below have it.", icon=":material/warning:")
-    elif chart is not None:         # (None only if the entry was replaced just now)
+        st.warning(
+            "The stored tables do not make a chart here (the server log says why); "
+            "the files below have it.",
+            icon=":material/warning:",
+        )
+    elif chart is not None:  # (None only if the entry was replaced just now)
         about.chart(st, chart, "reproduce")
     be = res.backend
-    backend = ", ".join(dict.fromkeys(str(x) for x in (be.get("platform"),
-                                                        be.get("device_kind")) if x))
+    backend = ", ".join(
+        dict.fromkeys(str(x) for x in (be.get("platform"), be.get("device_kind")) if x)
+    )
     st.caption(
         f"Computed by attsvm {hosted.escape_markdown(meta.get('attsvm_version'))} on "
         f"{entry.created[:16].replace('T', ' ')} UTC ({hosted.escape_markdown(backend)}) in "
@@ -220,27 +239,36 @@ def _stored(name: str, entry):
     )
     _rows(res)
     csvs = {f[:-4]: data for f, data in entry.files.items() if f.endswith(".csv")}
-    _downloads(name, csvs, entry.files["settings.json"].decode("utf-8"),
-               entry.files.get("chart.html", b"").decode("utf-8"))
+    _downloads(
+        name,
+        csvs,
+        entry.files["settings.json"].decode("utf-8"),
+        entry.files.get("chart.html", b"").decode("utf-8"),
+    )
 
 
 @st.fragment(run_every=POLL_S)
 def _waiting(name: str, group: tuple, label: str):
     """What the server is doing for this card, polled until its entry is stored."""
     if results.entry(name) is not None:
-        st.rerun()                  # the whole page: the card draws its stored result
+        st.rerun()  # the whole page: the card draws its stored result
     state = store.state(name)
     now = next((n for n in store.names() if store.state(n).kind == "computing"), None)
     i = group.index(name) + 1
     if state.kind == "computing":
-        st.progress(state.frac, text=f"Computing on the server: {label} {i} of {len(group)} "
-                                     f"({100 * state.frac:.0f} %, "
-                                     f"{hosted.escape_markdown(state.text)})")
+        st.progress(
+            state.frac,
+            text=f"Computing on the server: {label} {i} of {len(group)} "
+            f"({100 * state.frac:.0f} %, "
+            f"{hosted.escape_markdown(state.text)})",
+        )
     else:
         doing = f"it is computing {now} now" if now else "it is starting"
-        st.info(f"Waiting its turn on the server ({label} {i} of {len(group)}, with the "
-                f"authors' settings); {doing}. It appears here when ready, for every visitor.",
-                icon=":material/hourglass_top:")
+        st.info(
+            f"Waiting its turn on the server ({label} {i} of {len(group)}, with the "
+            f"authors' settings); {doing}. It appears here when ready, for every visitor.",
+            icon=":material/hourglass_top:",
+        )
 
 
 def card(name: str, group: tuple = (), label: str = "experiment"):
@@ -264,9 +292,11 @@ def card(name: str, group: tuple = (), label: str = "experiment"):
         if results.queued(name) and store.state(name).kind != "failed":
             return _waiting(name, group, label)
         if store.state(name).kind == "failed":
-            st.warning("The server could not compute this card's result: "
-                       f"{hosted.escape_markdown(store.state(name).text)}",
-                       icon=":material/error:")
+            st.warning(
+                "The server could not compute this card's result: "
+                f"{hosted.escape_markdown(store.state(name).text)}",
+                icon=":material/error:",
+            )
         _run(name, overrides, price, refused)
 
 
@@ -277,10 +307,10 @@ def store_status():
     if all(results.entry(n) is not None for n in names):
         st.caption(f"All {len(names)} results are stored on the server.")
         return
-    results.start_filler()          # (again, should entries have gone missing since it ended)
+    results.start_filler()  # (again, should entries have gone missing since it ended)
     if results.filling():
         _store_progress()
-    else:                           # nothing is on its way: no timer to rerun the page for
+    else:  # nothing is on its way: no timer to rerun the page for
         _store_line()
 
 
@@ -297,9 +327,11 @@ def _store_line():
     ready = [n for n in names if results.entry(n) is not None]
     now = next((n for n in names if store.state(n).kind == "computing"), None)
     paper = [n for n in experiments.EXPERIMENTS if n in ready]
-    text = (f"Stored on the server: {len(paper)} of {len(experiments.EXPERIMENTS)} of the "
-            f"paper's results and {len(ready) - len(paper)} of "
-            f"{len(names) - len(experiments.EXPERIMENTS)} follow-ups'")
+    text = (
+        f"Stored on the server: {len(paper)} of {len(experiments.EXPERIMENTS)} of the "
+        f"paper's results and {len(ready) - len(paper)} of "
+        f"{len(names) - len(experiments.EXPERIMENTS)} follow-ups'"
+    )
     if now:
         text += f"; computing **{now}** now, one experiment at a time, in the background"
     elif not results.filling():
