@@ -277,7 +277,7 @@ TABLE_COLUMNS = ("layer", "head", "coverage", "n_constraints", "cos", "cos_span"
 
 def audit_table(model: Pretrained, sentences, *, heads=None, tau: float = 0.5,
                 baselines: bool = True, n_random: int = 2, n_shuffled: int = 1,
-                progress=None):
+                seed: int = 0, progress=None):
     """`audit_head` for every (layer, head) in `heads` (default: all), one row each
     (TABLE_COLUMNS; baseline_* are the baselines' cos_span range). One forward pass;
     `progress(done, total)` after each head."""
@@ -292,7 +292,7 @@ def audit_table(model: Pretrained, sentences, *, heads=None, tau: float = 0.5,
     for k, (l, h) in enumerate(heads):
         t0 = time.perf_counter()
         r = audit_head(model, sentences, layer=l, head=h, tau=tau, baselines=baselines,
-                       encoding=enc, n_random=n_random, n_shuffled=n_shuffled)
+                       encoding=enc, n_random=n_random, n_shuffled=n_shuffled, seed=seed)
         best = lambda kind: max((b.cos_span for b in r.baselines or () if b.kind == kind
                                  and np.isfinite(b.cos_span)), default=np.nan)
         lo, hi = r.baseline_range() or (np.nan, np.nan)

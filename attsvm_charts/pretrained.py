@@ -58,3 +58,8 @@ def margins_chart(head: np.ndarray, svm: np.ndarray) -> alt.Chart:
         y=alt.Y("count():Q", stack=None, title="constraints"),
         color="matrix:N").properties(width=420, height=200,
                                      title="margins (W^mm: all ≥ 1)")
+
+
+def heads_experiment(res) -> alt.LayerChart:
+    """The `pretrained-heads` experiment: its heads table as the grid (`heads_grid`)."""
+    return heads_grid(res.frames["heads"])

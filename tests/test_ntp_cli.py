@@ -74,12 +74,13 @@ def test_reproduce_followups_runs_every_follow_up(tmp_path, capsys):
     """`reproduce followups` runs the follow-up papers' experiments (and only those); a
     `--set` key applies where it is a setting (`instances`: the NTP experiments)."""
     assert main(["reproduce", "followups", "--steps", "500", "--runs", "1", "--set",
-                 "instances=1", "--out", str(tmp_path), "--quiet", "--no-chart"]) == 0
+                 "instances=1", "--set", "sentences=2", "--set", "heads=(2,)",
+                 "--out", str(tmp_path), "--quiet", "--no-chart"]) == 0
     out = capsys.readouterr().out
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(experiments.FOLLOWUPS)
     for name in experiments.FOLLOWUPS:
         meta = json.loads((tmp_path / name / "settings.json").read_text())
-        assert meta["settings"]["steps"] == 500 and f"{name} (" in out
+        assert meta["settings"].get("steps", 500) == 500 and f"{name} (" in out
     assert json.loads((tmp_path / "ntp-local" / "settings.json").read_text())[
         "settings"]["instances"] == 1
     assert f"all {len(experiments.FOLLOWUPS)} experiments" in out

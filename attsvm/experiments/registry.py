@@ -12,6 +12,7 @@ from . import (
     multi_token,
     ntp,
     overparameterization,
+    pretrained_heads,
     rank_staircase,
     real_words,
     regularization_path,
@@ -32,6 +33,7 @@ _RECORDS = (
     *ntp.RECORDS, lp_mirror_descent.RECORD, adaptive_steps.RECORD, joint_training.RECORD,
     rank_staircase.RECORD, weight_decay.RECORD, real_words.RECORD,
     svm_hierarchy.RECORD,     # several layers and heads (open; attsvm.stack)
+    pretrained_heads.RECORD,  # a pretrained transformer's heads (open; attsvm.pretrained)
 )
 REGISTRY: dict[str, Experiment] = {r.name: r for r in _RECORDS}
 # The paper's experiments (`reproduce all`); the follow-ups are run by name or together
