@@ -11,10 +11,10 @@ try:
 except pretrained.ModelMissing as exc:
     st.error(str(exc))
     st.stop()
-table = view.heads_table()
+table, n_sentences = view.heads_table()
 if table is not None:
     st.altair_chart(view.charts.heads_grid(table))
-    st.caption(f"cos_span per head on {pretrained.HEADS_TABLE_SENTENCES} built-in sentences "
+    st.caption(f"cos_span per head on {n_sentences} built-in sentences "
                "(τ = 0.5; `python -m attsvm audit`); the tooltip gives the baselines' range.")
 c = st.columns([1, 1, 1])
 layer = c[0].selectbox("layer", list(range(6)), index=0, key="pt_layer", **BOUND)

@@ -325,34 +325,39 @@ def audit_attention(keys, queries, W, attention, *, tau: float = 0.5, query_rows
     span = Span(cons, by_sequence=not causal)
     sol = solve(cons, solver=solver) if cons.m else None
     Wmm = None if sol is None or not sol.feasible else sol.W
-    nan = float("nan")
-    cos = cos_span = frac = nan
-    mh, ms, ranks, energy = {}, {}, {}, {}
-    r_head, _ = _spectrum(W, 1)
-    ranks["head"] = r_head
-    energy["head"] = 1.0
-    sol_nuc = None
-    if Wmm is not None:
-        cos, cos_span, frac = _cosines(W, Wmm, span)
-        scale = np.linalg.norm(Wmm) / np.linalg.norm(W)
-        bh, bm = cons.margins(W) * scale, cons.margins(Wmm)
-        mh = {q: float(np.quantile(bh, q)) for q in QUANTILES}
-        ms = {q: float(np.quantile(bm, q)) for q in QUANTILES}
-        ranks["svm"], energy["svm"] = _spectrum(Wmm, r_head)
-        if nuclear:
-            sol_nuc = solve(cons, "nuc")
-            if sol_nuc is not None and sol_nuc.feasible:
-                ranks["svm_nuc"], energy["svm_nuc"] = _spectrum(sol_nuc.W, r_head)
+    stats = _against_svm(W, Wmm, cons, span, nuclear=nuclear)
     base = None
     if baselines and Wmm is not None:
         base = _baselines(W, Wmm, cons, span, keys, queries, alpha, causal=causal, seed=seed,
-                          rank=r_head, others=others or {}, n_random=n_random,
+                          rank=stats["ranks"]["head"], others=others or {}, n_random=n_random,
                           n_shuffled=n_shuffled, solver=solver)
-    return HeadAudit(coverage=n_kept / n_queries if n_queries else nan, alpha=alpha, cos=cos,
-                     cos_span=cos_span, span_fraction=frac, svm=sol, n_constraints=cons.m,
-                     n_queries=int(n_queries), n_kept=n_kept, span_dim=span.N,
-                     margins_head=mh, margins_svm=ms, ranks=ranks, energy=energy,
-                     svm_nuc=sol_nuc, baselines=base)
+    return HeadAudit(coverage=n_kept / n_queries if n_queries else float("nan"), alpha=alpha,
+                     svm=sol, n_constraints=cons.m, n_queries=int(n_queries), n_kept=n_kept,
+                     span_dim=span.N, baselines=base, **stats)
+
+
+def _against_svm(W, Wmm, cons: Constraints, span: Span, *, nuclear: bool) -> dict:
+    """cos, cos_span, span_fraction, margin quantiles, ranks, energies and the nuclear SVM of
+    head W against its Att-SVM Wmm (NaN and empty where Wmm is None): `HeadAudit` fields."""
+    nan = float("nan")
+    out = dict(cos=nan, cos_span=nan, span_fraction=nan, margins_head={}, margins_svm={},
+               ranks={}, energy={"head": 1.0}, svm_nuc=None)
+    r_head, _ = _spectrum(W, 1)
+    out["ranks"]["head"] = r_head
+    if Wmm is None:
+        return out
+    out["cos"], out["cos_span"], out["span_fraction"] = _cosines(W, Wmm, span)
+    scale = np.linalg.norm(Wmm) / np.linalg.norm(W)
+    bh, bm = cons.margins(W) * scale, cons.margins(Wmm)
+    out["margins_head"] = {q: float(np.quantile(bh, q)) for q in QUANTILES}
+    out["margins_svm"] = {q: float(np.quantile(bm, q)) for q in QUANTILES}
+    out["ranks"]["svm"], out["energy"]["svm"] = _spectrum(Wmm, r_head)
+    if nuclear:
+        sol_nuc = solve(cons, "nuc")
+        out["svm_nuc"] = sol_nuc
+        if sol_nuc is not None and sol_nuc.feasible:
+            out["ranks"]["svm_nuc"], out["energy"]["svm_nuc"] = _spectrum(sol_nuc.W, r_head)
+    return out
 
 
 def _baselines(W, Wmm, cons, span, keys, queries, alpha, *, causal, seed, rank, others,

@@ -16,8 +16,16 @@ import numpy as np
 import pandas as pd
 
 from ..problems import check_float
-from .core import Experiment, Progress, Result, check_grid, check_settings, fmt, no_progress
-from .core import settings_dict
+from .core import (
+    Experiment,
+    Progress,
+    Result,
+    check_grid,
+    check_settings,
+    fmt,
+    no_progress,
+    settings_dict,
+)
 
 NAME = "pretrained-heads"
 TITLE = "A real transformer: each head of all-MiniLM-L6-v2 against its own Att-SVM"

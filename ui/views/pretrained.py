@@ -34,8 +34,18 @@ def intro():
         "selections) show what chance alignment looks like. See docs/pretrained.md.")
 
 
-def heads_table() -> pd.DataFrame | None:
-    return pretrained.heads_table()
+def heads_table() -> tuple[pd.DataFrame | None, int]:
+    """The 72-head table and its sentence count: the results store's `pretrained-heads`
+    entry when stored (ui.results), else the table shipped with attsvm."""
+    from .. import results
+
+    try:
+        e = results.entry("pretrained-heads")
+    except Exception:           # noqa: BLE001  (an unreadable store: the shipped table)
+        e = None
+    if e is not None and "heads" in e.result.frames:
+        return e.result.frames["heads"], int(e.result.settings.get("sentences", 0))
+    return pretrained.heads_table(), pretrained.HEADS_TABLE_SENTENCES
 
 
 def parse(text: str) -> list[str]:
