@@ -309,3 +309,33 @@ def test_charts_draw_the_grid_the_map_and_the_margins():
     data = [v for d in spec.to_dict()["datasets"].values() for v in d]
     assert sum(v["selected"] for v in data if "selected" in v) >= 2
     assert charts.margins_chart(np.ones(4), np.ones(4)).to_dict()["mark"]["type"] == "bar"
+
+
+@needs_model
+def test_the_experiment_record_is_audit_head_row_by_row():
+    """`pretrained-heads` on 2 sentences and two heads: each row is `audit_head` on the same
+    sentences and seeds, the summary counts a plain loop's heads above every baseline, and
+    the price counts Σ T(T − 1) constraints per head from the tokenizer."""
+    from attsvm import experiments
+    from attsvm.experiments import pretrained_heads
+
+    s = experiments.settings("pretrained-heads", sentences=2, layers=(0,), heads=(2, 5),
+                             n_random=1, n_shuffled=1, seed=3)
+    res = experiments.run("pretrained-heads", s)
+    df = res.frames["heads"]
+    model = pretrained.load()
+    sents = pretrained.corpus(2)
+    beat = 0
+    for row in df.itertuples():
+        r = pretrained.audit_head(model, sents, layer=row.layer, head=row.head, n_random=1,
+                                  n_shuffled=1, seed=3)
+        assert row.cos_span == pytest.approx(r.cos_span, abs=1e-12)
+        assert row.n_constraints == r.n_constraints and row.coverage == r.coverage
+        beat += r.cos_span > max(b.cos_span for b in r.baselines if np.isfinite(b.cos_span))
+    assert res.summary["beat_every_baseline"] == beat
+    T = [len(t) for t in model.tokenize(sents)[0]]
+    items, _, sizes = pretrained_heads.price(s)
+    M = sum(t * (t - 1) for t in T)
+    assert items[1][1] == pytest.approx(4 * (5e6 + pretrained_heads.SOLVE_WORK * M * M))
+    assert sizes == dict(sentences=2, T=max(T), solves=4)
+    assert max(df.n_constraints) <= M
