@@ -5,6 +5,7 @@ selections' own SVM and span). Prints seconds per phase; run by hand:
 
     python benchmarks/pretrained_audit.py --sentences 6 --heads 0,2 1,8 3,3
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,8 +62,7 @@ def main() -> None:
         audit.Span(c2, by_sequence=True).norm(W)
         clock["shuffled: SVM + span"] = time.perf_counter() - t
         parts = ", ".join(f"{k} {v:.2f}" for k, v in clock.items())
-        print(f"L{l}H{h}: {cons.m} constraints, span {span.N} coordinates: {parts} (s)",
-              flush=True)
+        print(f"L{l}H{h}: {cons.m} constraints, span {span.N} coordinates: {parts} (s)", flush=True)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ cos_span = ⟨W_h, W^mm⟩ / (‖P_S W_h‖‖W^mm‖) against its baselines (ra
 head's rank, the layer's other heads, shuffled selections). This measures how
 max-margin-like a trained head is; it is not a convergence test.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,10 +30,12 @@ from .core import (
 
 NAME = "pretrained-heads"
 TITLE = "A real transformer: each head of all-MiniLM-L6-v2 against its own Att-SVM"
-PAPER = ("Open: no paper compares a pretrained head with the Att-SVM of its own selections; "
-         "the theory (arXiv 2308.16898, Theorems 2–4) covers gradient descent on one layer, "
-         "and Clark et al. (arXiv 1906.04341) describe what BERT's heads attend to "
-         "(docs/pretrained.md)")
+PAPER = (
+    "Open: no paper compares a pretrained head with the Att-SVM of its own selections; "
+    "the theory (arXiv 2308.16898, Theorems 2–4) covers gradient descent on one layer, "
+    "and Clark et al. (arXiv 1906.04341) describe what BERT's heads attend to "
+    "(docs/pretrained.md)"
+)
 NOTES = (
     "An empirical look, not a reproduction: it measures how max-margin-like a trained head "
     "is, not a convergence test (the model was trained with AdamW, weight decay and six "
@@ -40,8 +43,8 @@ NOTES = (
     "The head satisfies its own constraints by construction (each selection is its own "
     "argmax): directions are compared, not feasibility.",
 )
-LAYERS, HEADS = 6, 12          # all-MiniLM-L6-v2 (attsvm.pretrained)
-SOLVE_WORK = 2500.0            # work units per squared constraint count (`price`)
+LAYERS, HEADS = 6, 12  # all-MiniLM-L6-v2 (attsvm.pretrained)
+SOLVE_WORK = 2500.0  # work units per squared constraint count (`price`)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,27 +76,45 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
     grid = [(l, h) for l in s.layers for h in s.heads]
     progress(0.0, f"{len(grid)} heads on {len(sentences)} sentences")
     df = pretrained.audit_table(
-        model, sentences, heads=grid, tau=s.tau, n_random=s.n_random,
-        n_shuffled=s.n_shuffled, seed=s.seed,
-        progress=lambda k, n: progress(k / n, f"{k} of {n} heads"))
-    return Result(name=NAME, frames={"heads": df}, summary=_summary(s, df),
-                  settings=settings_dict(s), notes=NOTES)
+        model,
+        sentences,
+        heads=grid,
+        tau=s.tau,
+        n_random=s.n_random,
+        n_shuffled=s.n_shuffled,
+        seed=s.seed,
+        progress=lambda k, n: progress(k / n, f"{k} of {n} heads"),
+    )
+    return Result(
+        name=NAME,
+        frames={"heads": df},
+        summary=_summary(s, df),
+        settings=settings_dict(s),
+        notes=NOTES,
+    )
 
 
 def _summary(s: Settings, df: pd.DataFrame) -> dict:
     kept = df[np.isfinite(df.cos_span)]
     beat = int((kept.cos_span > kept.baseline_max).sum())
     gap = float(np.nanmax(df.gap)) if np.isfinite(df.gap).any() else float("nan")
-    text = (f"{len(df)} heads of all-MiniLM-L6-v2 on {s.sentences} built-in sentences "
-            f"(τ = {s.tau:g}): {len(kept)} keep a selection; cos_span with their own "
-            f"Att-SVM has median {fmt(float(kept.cos_span.median()), 3)} (range "
-            f"{fmt(float(kept.cos_span.min()), 2)} to {fmt(float(kept.cos_span.max()), 2)}); "
-            f"{beat} of {len(kept)} lie above every one of their baselines; median coverage "
-            f"{fmt(float(df.coverage.median()), 2)}; largest relative duality gap "
-            f"{fmt(gap, 2)} (how max-margin-like a trained head is, not a convergence test)")
-    return {"paper": PAPER, "text": text, "median_cos_span": float(kept.cos_span.median()),
-            "beat_every_baseline": beat, "heads_with_selections": int(len(kept)),
-            "max_gap": gap}
+    text = (
+        f"{len(df)} heads of all-MiniLM-L6-v2 on {s.sentences} built-in sentences "
+        f"(τ = {s.tau:g}): {len(kept)} keep a selection; cos_span with their own "
+        f"Att-SVM has median {fmt(float(kept.cos_span.median()), 3)} (range "
+        f"{fmt(float(kept.cos_span.min()), 2)} to {fmt(float(kept.cos_span.max()), 2)}); "
+        f"{beat} of {len(kept)} lie above every one of their baselines; median coverage "
+        f"{fmt(float(df.coverage.median()), 2)}; largest relative duality gap "
+        f"{fmt(gap, 2)} (how max-margin-like a trained head is, not a convergence test)"
+    )
+    return {
+        "paper": PAPER,
+        "text": text,
+        "median_cos_span": float(kept.cos_span.median()),
+        "beat_every_baseline": beat,
+        "heads_with_selections": int(len(kept)),
+        "max_gap": gap,
+    }
 
 
 # -- the record: what the registry, CLI, store, budget and Reproduce page read --------
@@ -120,14 +141,23 @@ def price(s: Settings) -> tuple:
     M = float(sum(t * (t - 1) for t in T))
     n_heads = len(s.layers) * len(s.heads)
     solves = n_heads * (1 + s.n_shuffled)
-    items = [(f"the forward pass of {s.sentences} sentences", 2e7 * s.sentences),
-             (f"{solves} Att-SVMs and spans of ≤ {int(M):,} constraints",
-              solves * (5e6 + SOLVE_WORK * M * M))]
+    items = [
+        (f"the forward pass of {s.sentences} sentences", 2e7 * s.sentences),
+        (
+            f"{solves} Att-SVMs and spans of ≤ {int(M):,} constraints",
+            solves * (5e6 + SOLVE_WORK * M * M),
+        ),
+    ]
     return items, 0, dict(sentences=s.sentences, T=max(T), solves=solves)
 
 
 RECORD = Experiment(
-    name=NAME, title=TITLE, paper=PAPER, Settings=Settings, run=run, price=price,
+    name=NAME,
+    title=TITLE,
+    paper=PAPER,
+    Settings=Settings,
+    run=run,
+    price=price,
     chart="attsvm_charts.pretrained:heads_experiment",
     tiny=dict(sentences=2, layers=(0,), heads=(2, 5), n_random=1),
     notes=NOTES,
