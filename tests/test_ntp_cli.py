@@ -88,6 +88,10 @@ def test_reproduce_followups_runs_every_follow_up(tmp_path, capsys):
                 "1",
                 "--set",
                 "instances=1",
+                "--set",
+                "sentences=2",
+                "--set",
+                "heads=(2,)",
                 "--out",
                 str(tmp_path),
                 "--quiet",
@@ -100,7 +104,7 @@ def test_reproduce_followups_runs_every_follow_up(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(experiments.FOLLOWUPS)
     for name in experiments.FOLLOWUPS:
         meta = json.loads((tmp_path / name / "settings.json").read_text())
-        assert meta["settings"]["steps"] == 500 and f"{name} (" in out
+        assert meta["settings"].get("steps", 500) == 500 and f"{name} (" in out
     assert (
         json.loads((tmp_path / "ntp-local" / "settings.json").read_text())["settings"]["instances"]
         == 1

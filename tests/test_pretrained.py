@@ -1,6 +1,7 @@
 """attsvm.pretrained and attsvm.audit against independent references: a tiny random BERT
 written as safetensors here and run by a plain per-token loop, explicit constraint matrices,
 and cvxpy solves of the same Att-SVMs."""
+
 import json
 import math
 
@@ -27,21 +28,35 @@ def tiny(tmp_path_factory):
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
-    tok.enable_padding(length=16)        # as the real file: load() must turn it off
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
+    )
+    tok.enable_padding(length=16)  # as the real file: load() must turn it off
     tok.save(str(path / "tokenizer.json"))
     c = TINY
-    (path / "config.json").write_text(json.dumps(dict(
-        num_hidden_layers=c["layers"], num_attention_heads=c["heads"], hidden_size=c["d"],
-        intermediate_size=c["d_ff"], max_position_embeddings=c["positions"],
-        vocab_size=len(vocab), layer_norm_eps=1e-12, hidden_act="gelu")))
+    (path / "config.json").write_text(
+        json.dumps(
+            dict(
+                num_hidden_layers=c["layers"],
+                num_attention_heads=c["heads"],
+                hidden_size=c["d"],
+                intermediate_size=c["d_ff"],
+                max_position_embeddings=c["positions"],
+                vocab_size=len(vocab),
+                layer_norm_eps=1e-12,
+                hidden_act="gelu",
+            )
+        )
+    )
     rng = np.random.default_rng(0)
     f = lambda *s: (rng.standard_normal(s) * 0.5).astype(np.float32)
     d, F = c["d"], c["d_ff"]
-    w = {"embeddings.word_embeddings.weight": f(len(vocab), d),
-         "embeddings.position_embeddings.weight": f(c["positions"], d),
-         "embeddings.token_type_embeddings.weight": f(2, d),
-         "embeddings.LayerNorm.weight": 1 + f(d), "embeddings.LayerNorm.bias": f(d)}
+    w = {
+        "embeddings.word_embeddings.weight": f(len(vocab), d),
+        "embeddings.position_embeddings.weight": f(c["positions"], d),
+        "embeddings.token_type_embeddings.weight": f(2, d),
+        "embeddings.LayerNorm.weight": 1 + f(d),
+        "embeddings.LayerNorm.bias": f(d),
+    }
     for l in range(c["layers"]):
         p = f"encoder.layer.{l}."
         for n in ("query", "key", "value"):
@@ -67,24 +82,37 @@ def _loop_forward(w, ids, c):
     def ln(v, g, b):
         mu = sum(v) / len(v)
         var = sum((x - mu) ** 2 for x in v) / len(v)
-        return np.array([(x - mu) / math.sqrt(var + 1e-12) * gg + bb
-                         for x, gg, bb in zip(v, g, b, strict=True)])
+        return np.array(
+            [(x - mu) / math.sqrt(var + 1e-12) * gg + bb for x, gg, bb in zip(v, g, b, strict=True)]
+        )
 
     def lin(W, b, v):
-        return np.array([sum(W[o, i] * v[i] for i in range(len(v))) + b[o]
-                         for o in range(W.shape[0])])
+        return np.array(
+            [sum(W[o, i] * v[i] for i in range(len(v))) + b[o] for o in range(W.shape[0])]
+        )
 
     T = len(ids)
-    x = [ln(w["embeddings.word_embeddings.weight"][ids[t]]
+    x = [
+        ln(
+            w["embeddings.word_embeddings.weight"][ids[t]]
             + w["embeddings.position_embeddings.weight"][t]
             + w["embeddings.token_type_embeddings.weight"][0],
-            w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"]) for t in range(T)]
+            w["embeddings.LayerNorm.weight"],
+            w["embeddings.LayerNorm.bias"],
+        )
+        for t in range(T)
+    ]
     inputs, attention, scores = [], [], []
     for l in range(c["layers"]):
         p = f"encoder.layer.{l}."
         inputs.append(np.array(x))
-        q, k, v = ([lin(w[p + f"attention.self.{n}.weight"], w[p + f"attention.self.{n}.bias"],
-                        x[t]) for t in range(T)] for n in ("query", "key", "value"))
+        q, k, v = (
+            [
+                lin(w[p + f"attention.self.{n}.weight"], w[p + f"attention.self.{n}.bias"], x[t])
+                for t in range(T)
+            ]
+            for n in ("query", "key", "value")
+        )
         A = np.zeros((H, T, T))
         S = np.zeros((H, T, T))
         ctx = [np.zeros(d) for _ in range(T)]
@@ -101,17 +129,27 @@ def _loop_forward(w, ids, c):
                     ctx[t][j] = sum(A[h, t, s] * v[s][j] for s in range(T))
         attention.append(A)
         scores.append(S)
-        y = [ln(x[t] + lin(w[p + "attention.output.dense.weight"],
-                           w[p + "attention.output.dense.bias"], ctx[t]),
+        y = [
+            ln(
+                x[t]
+                + lin(
+                    w[p + "attention.output.dense.weight"],
+                    w[p + "attention.output.dense.bias"],
+                    ctx[t],
+                ),
                 w[p + "attention.output.LayerNorm.weight"],
-                w[p + "attention.output.LayerNorm.bias"]) for t in range(T)]
+                w[p + "attention.output.LayerNorm.bias"],
+            )
+            for t in range(T)
+        ]
         new = []
         for t in range(T):
             u = lin(w[p + "intermediate.dense.weight"], w[p + "intermediate.dense.bias"], y[t])
             u = np.array([0.5 * z * (1 + math.erf(z / math.sqrt(2))) for z in u])
             o = lin(w[p + "output.dense.weight"], w[p + "output.dense.bias"], u)
-            new.append(ln(y[t] + o, w[p + "output.LayerNorm.weight"],
-                          w[p + "output.LayerNorm.bias"]))
+            new.append(
+                ln(y[t] + o, w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"])
+            )
         x = new
     return inputs, attention, scores
 
@@ -125,7 +163,7 @@ def test_forward_matches_a_per_token_loop(tiny):
     enc = model.encode(SENTS)
     for i, s in enumerate(SENTS):
         want = [ids["[CLS]"]] + [ids[t] for t in s.split()] + [ids["[SEP]"]]
-        assert enc.ids[i].tolist() == want            # no [PAD]: padding was turned off
+        assert enc.ids[i].tolist() == want  # no [PAD]: padding was turned off
         inputs, attention, _ = _loop_forward(w, want, TINY)
         for l in range(TINY["layers"]):
             x = enc.inputs[l][i]
@@ -143,15 +181,15 @@ def test_head_matrix_reproduces_the_attention_logits(tiny):
         for h in range(TINY["heads"]):
             Wh = model.head_matrix(l, h)
             assert Wh.shape == (TINY["d"], TINY["d"] + 1)
-            mine = (x @ Wh @ pretrained.queries_of(x).T).T        # [t, s]
-            diff = scores[l][h] - mine        # the key bias term: constant along each row
+            mine = (x @ Wh @ pretrained.queries_of(x).T).T  # [t, s]
+            diff = scores[l][h] - mine  # the key bias term: constant along each row
             np.testing.assert_allclose(diff - diff[:, :1], 0, atol=1e-9)
-            assert np.ptp(diff) > 1e-3       # and not zero: the key bias is really dropped
+            assert np.ptp(diff) > 1e-3  # and not zero: the key bias is really dropped
 
 
 def test_too_long_and_empty_sentences_are_refused(tiny):
     model = pretrained.load(tiny[0])
-    model_long = " ".join(["cat"] * 20)       # 22 tokens > 16 positions
+    model_long = " ".join(["cat"] * 20)  # 22 tokens > 16 positions
     with pytest.raises(ValueError, match="tokens"):
         model.encode([model_long])
     with pytest.raises(ValueError, match="empty"):
@@ -185,15 +223,19 @@ def _ref_audit(keys, queries, W, attention, tau):
         low, neg = Amat @ w < 1 - 1e-10, np.flatnonzero(act)[lam < -1e-12]
         if not low.any() and neg.size == 0:
             break
-        act = (act | low)
+        act = act | low
         act[neg[:1]] = False
     assert lam.min() >= -1e-12 and (Amat @ w).min() >= 1 - 1e-10
     Wmm = w.reshape(W.shape)
     coef = np.linalg.lstsq(Amat.T, W.ravel(), rcond=1e-10)[0]
     PW = Amat.T @ coef
     inner = np.sum(W * Wmm)
-    return dict(coverage=kept / n_q, Wmm=Wmm, cos=inner / np.linalg.norm(W) / np.linalg.norm(Wmm),
-                cos_span=inner / np.linalg.norm(PW) / np.linalg.norm(Wmm))
+    return dict(
+        coverage=kept / n_q,
+        Wmm=Wmm,
+        cos=inner / np.linalg.norm(W) / np.linalg.norm(Wmm),
+        cos_span=inner / np.linalg.norm(PW) / np.linalg.norm(Wmm),
+    )
 
 
 def _check(res, ref):
@@ -221,7 +263,7 @@ def test_audit_matches_cvxpy_on_the_tiny_model(tiny):
 def test_span_norm_handles_duplicates_causal_masks_and_query_rows():
     rng = np.random.default_rng(1)
     X = [rng.standard_normal((5, 4)) for _ in range(3)]
-    X.append(X[0].copy())                          # a repeated sequence: repeated constraints
+    X.append(X[0].copy())  # a repeated sequence: repeated constraints
     Q = [np.concatenate([x, np.ones((5, 1))], 1) for x in X]
     W = rng.standard_normal((4, 5))
     for causal, rows in [(False, None), (True, None), (False, [np.array([0, 2])] * 4)]:
@@ -230,12 +272,13 @@ def test_span_norm_handles_duplicates_causal_masks_and_query_rows():
             alpha = [np.where(a >= 0, np.minimum(a, np.arange(5)), -1) for a in alpha]
             alpha = [np.where(np.arange(5) == 0, -1, a) for a in alpha]
         if rows is not None:
-            alpha = [np.where(np.isin(np.arange(5), r), a, -1) for a, r in zip(alpha, rows,
-                                                                              strict=True)]
+            alpha = [
+                np.where(np.isin(np.arange(5), r), a, -1) for a, r in zip(alpha, rows, strict=True)
+            ]
         alpha[3] = alpha[0]
         c = audit.assemble(X, Q, alpha, causal=causal)
         A = np.array([np.outer(c.D[j], c.Z[c.query[j]]).ravel() for j in range(c.m)])
-        assert len({r.tobytes() for r in A}) == c.m         # duplicates removed
+        assert len({r.tobytes() for r in A}) == c.m  # duplicates removed
         PW = A.T @ np.linalg.lstsq(A.T, W.ravel(), rcond=1e-10)[0]
         span = audit.Span(c, by_sequence=not causal)
         assert span.norm(W) == pytest.approx(np.linalg.norm(PW), rel=1e-8)
@@ -246,16 +289,22 @@ def test_span_norm_handles_duplicates_causal_masks_and_query_rows():
 # -- the real model ---------------------------------------------------------------------------
 needs_model = pytest.mark.skipif(
     __import__("importlib").util.find_spec(pretrained.PACKAGE) is None,
-    reason="the model package is not installed (requirements-models.txt)")
+    reason="the model package is not installed (requirements-models.txt)",
+)
 
 
 @needs_model
 def test_real_model_embeds_paraphrases_closer_than_unrelated_sentences():
     model = pretrained.load()
     assert model.config.layers == 6 and model.config.heads == 12 and model.config.d == 384
-    E = model.encode(["A man is playing a guitar.", "Someone plays the guitar.",
-                      "The stock market fell sharply today.",
-                      "Share prices dropped steeply this morning."]).embeddings()
+    E = model.encode(
+        [
+            "A man is playing a guitar.",
+            "Someone plays the guitar.",
+            "The stock market fell sharply today.",
+            "Share prices dropped steeply this morning.",
+        ]
+    ).embeddings()
     S = E @ E.T
     assert S[0, 1] > 0.6 and S[2, 3] > 0.6
     assert max(S[0, 2], S[0, 3], S[1, 2], S[1, 3]) < 0.3
@@ -266,13 +315,19 @@ def test_real_model_embeds_paraphrases_closer_than_unrelated_sentences():
 @needs_model
 def test_audit_head_matches_cvxpy_on_held_out_sentences():
     model = pretrained.load()
-    sents = ["The cat sat down.", "Rain fell all night."]       # not in the corpus
-    res = pretrained.audit_head(model, sents, layer=0, head=2, baselines=True, n_random=1,
-                                n_shuffled=1)
+    sents = ["The cat sat down.", "Rain fell all night."]  # not in the corpus
+    res = pretrained.audit_head(
+        model, sents, layer=0, head=2, baselines=True, n_random=1, n_shuffled=1
+    )
     enc = model.encode(sents, layers=1)
     keys = enc.inputs[0]
-    ref = _ref_audit(keys, [pretrained.queries_of(x) for x in keys], model.head_matrix(0, 2),
-                     [A[2] for A in enc.attention[0]], 0.5)
+    ref = _ref_audit(
+        keys,
+        [pretrained.queries_of(x) for x in keys],
+        model.head_matrix(0, 2),
+        [A[2] for A in enc.attention[0]],
+        0.5,
+    )
     _check(res, ref)
     kinds = [b.kind for b in res.baselines]
     assert kinds.count("other") == 11 and "random" in kinds and "shuffled" in kinds
@@ -282,11 +337,29 @@ def test_audit_head_matches_cvxpy_on_held_out_sentences():
 @needs_model
 def test_audit_cli_writes_the_table(tmp_path, capsys):
     from attsvm.__main__ import main
+
     f = tmp_path / "s.txt"
     f.write_text("The cat sat down.\n\nRain fell all night.\n")
-    assert main(["audit", "--layer", "0", "--head", "2", "--file", str(f), "--no-baselines",
-                 "--quiet", "--out", str(tmp_path / "out")]) == 0
+    assert (
+        main(
+            [
+                "audit",
+                "--layer",
+                "0",
+                "--head",
+                "2",
+                "--file",
+                str(f),
+                "--no-baselines",
+                "--quiet",
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 0
+    )
     import pandas as pd
+
     df = pd.read_csv(tmp_path / "out" / "heads.csv")
     assert list(df.columns) == list(pretrained.TABLE_COLUMNS)
     assert df[["layer", "head"]].values.tolist() == [[0, 2]] and df.coverage[0] == 1.0
@@ -298,9 +371,34 @@ def test_charts_draw_the_grid_the_map_and_the_margins():
     import pandas as pd
 
     from attsvm_charts import pretrained as charts
-    rows = [dict(zip(pretrained.TABLE_COLUMNS, [l, h, 0.5, 10, 0.1, 0.2 if h else np.nan, 0.5,
-                                                -0.1, 0.1, 0.0, 0.1, 0.0, 5, 1e-9, 1.0],
-                     strict=True)) for l in range(6) for h in range(12)]
+
+    rows = [
+        dict(
+            zip(
+                pretrained.TABLE_COLUMNS,
+                [
+                    l,
+                    h,
+                    0.5,
+                    10,
+                    0.1,
+                    0.2 if h else np.nan,
+                    0.5,
+                    -0.1,
+                    0.1,
+                    0.0,
+                    0.1,
+                    0.0,
+                    5,
+                    1e-9,
+                    1.0,
+                ],
+                strict=True,
+            )
+        )
+        for l in range(6)
+        for h in range(12)
+    ]
     spec = charts.heads_grid(pd.DataFrame(rows)).to_dict()
     values = next(iter(spec["datasets"].values()))
     assert len(values) == 72 and values[0]["label"] == "" and values[1]["label"] == "0.20"
@@ -309,3 +407,35 @@ def test_charts_draw_the_grid_the_map_and_the_margins():
     data = [v for d in spec.to_dict()["datasets"].values() for v in d]
     assert sum(v["selected"] for v in data if "selected" in v) >= 2
     assert charts.margins_chart(np.ones(4), np.ones(4)).to_dict()["mark"]["type"] == "bar"
+
+
+@needs_model
+def test_the_experiment_record_is_audit_head_row_by_row():
+    """`pretrained-heads` on 2 sentences and two heads: each row is `audit_head` on the same
+    sentences and seeds, the summary counts a plain loop's heads above every baseline, and
+    the price counts Σ T(T − 1) constraints per head from the tokenizer."""
+    from attsvm import experiments
+    from attsvm.experiments import pretrained_heads
+
+    s = experiments.settings(
+        "pretrained-heads", sentences=2, layers=(0,), heads=(2, 5), n_random=1, n_shuffled=1, seed=3
+    )
+    res = experiments.run("pretrained-heads", s)
+    df = res.frames["heads"]
+    model = pretrained.load()
+    sents = pretrained.corpus(2)
+    beat = 0
+    for row in df.itertuples():
+        r = pretrained.audit_head(
+            model, sents, layer=row.layer, head=row.head, n_random=1, n_shuffled=1, seed=3
+        )
+        assert row.cos_span == pytest.approx(r.cos_span, abs=1e-12)
+        assert row.n_constraints == r.n_constraints and row.coverage == r.coverage
+        beat += r.cos_span > max(b.cos_span for b in r.baselines if np.isfinite(b.cos_span))
+    assert res.summary["beat_every_baseline"] == beat
+    T = [len(t) for t in model.tokenize(sents)[0]]
+    items, _, sizes = pretrained_heads.price(s)
+    M = sum(t * (t - 1) for t in T)
+    assert items[1][1] == pytest.approx(4 * (5e6 + pretrained_heads.SOLVE_WORK * M * M))
+    assert sizes == dict(sentences=2, T=max(T), solves=4)
+    assert max(df.n_constraints) <= M

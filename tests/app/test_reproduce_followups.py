@@ -21,11 +21,13 @@ SMALL = {
     "weight-decay": {"runs": 1, "steps": 400, "segments": 20},
     "real-words": {"n": 8, "steps": 200, "subsets": 2, "subset_n": 4},
     "svm-hierarchy": {"runs": 1, "steps": 200, "n": 4, "T": 4, "d": 4},
+    "pretrained-heads": {"sentences": 2, "layers": (0,), "heads": (2, 5), "n_random": 1},
 }
 # follow-ups whose defaults are priced over the hosted budget (every bundled sentence; 60
 # (K, Q) runs of 20k steps, and 20 segments of them; 48 stacks and their heads' SVMs): the
 # results store serves their defaults
-OVER_HOSTED = {"real-words", "rank-staircase", "weight-decay", "svm-hierarchy"}
+OVER_HOSTED = {"real-words", "rank-staircase", "weight-decay", "svm-hierarchy",
+               "pretrained-heads"}
 
 
 def test_every_follow_up_has_a_card_under_its_own_heading():
@@ -44,7 +46,10 @@ def test_every_follow_up_has_a_card_under_its_own_heading():
 def test_a_follow_up_card_runs_and_offers_its_files(name):
     at = open_page("reproduce.py")
     for field, value in SMALL[name].items():
-        at.number_input(key=f"repro-{name}-{field}").set_value(value)
+        if isinstance(value, tuple):            # typed as a Python literal
+            at.text_input(key=f"repro-{name}-{field}").set_value(repr(value))
+        else:
+            at.number_input(key=f"repro-{name}-{field}").set_value(value)
     at.button(key=f"repro-{name}-run").click().run()
     assert_clean(at)
     ours = [s.value for s in at.success if s.value.startswith("**Ours")]

@@ -1,5 +1,6 @@
 """The "A real transformer" page's text and panels (Streamlit only; the numbers come from
 `attsvm.pretrained` and `attsvm.audit`, the charts from `attsvm_charts.pretrained`)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -31,11 +32,22 @@ def intro():
         "it is **not a convergence test**: the model was trained with AdamW, weight decay "
         "and many layers, not by gradient descent on one head. Baselines on the same "
         "constraints (random matrices of the head's rank, the layer's other heads, shuffled "
-        "selections) show what chance alignment looks like. See docs/pretrained.md.")
+        "selections) show what chance alignment looks like. See docs/pretrained.md."
+    )
 
 
-def heads_table() -> pd.DataFrame | None:
-    return pretrained.heads_table()
+def heads_table() -> tuple[pd.DataFrame | None, int]:
+    """The 72-head table and its sentence count: the results store's `pretrained-heads`
+    entry when stored (ui.results), else the table shipped with attsvm."""
+    from .. import results
+
+    try:
+        e = results.entry("pretrained-heads")
+    except Exception:  # noqa: BLE001  (an unreadable store: the shipped table)
+        e = None
+    if e is not None and "heads" in e.result.frames:
+        return e.result.frames["heads"], int(e.result.settings.get("sentences", 0))
+    return pretrained.heads_table(), pretrained.HEADS_TABLE_SENTENCES
 
 
 def parse(text: str) -> list[str]:
@@ -47,14 +59,14 @@ def parse(text: str) -> list[str]:
     if not sents:
         raise ValueError("type at least one sentence")
     if len(sents) > cap["sentences"]:
-        raise ValueError(f"at most {cap['sentences']} sentences in {L.mode} mode; "
-                         f"got {len(sents)}")
+        raise ValueError(f"at most {cap['sentences']} sentences in {L.mode} mode; got {len(sents)}")
     model = pretrained.load()
     tokens, _ = model.tokenize(sents)
     for i, t in enumerate(tokens):
         if len(t) > cap["tokens"]:
-            raise ValueError(f"sentence {i + 1} has {len(t)} tokens; at most {cap['tokens']} "
-                             f"in {L.mode} mode")
+            raise ValueError(
+                f"sentence {i + 1} has {len(t)} tokens; at most {cap['tokens']} in {L.mode} mode"
+            )
     return sents
 
 
@@ -63,9 +75,11 @@ def audit(sents: tuple[str, ...], layer: int, head: int, tau: float):
     hosted.check_session()
     model = pretrained.load()
     enc = model.encode(list(sents), layers=layer + 1)
-    r = pretrained.audit_head(model, list(sents), layer=layer, head=head, tau=tau,
-                              encoding=enc, n_random=2, n_shuffled=1)
+    r = pretrained.audit_head(
+        model, list(sents), layer=layer, head=head, tau=tau, encoding=enc, n_random=2, n_shuffled=1
+    )
     from attsvm.audit import assemble
+
     keys = enc.inputs[layer]
     cons = assemble(keys, [pretrained.queries_of(x) for x in keys], r.alpha)
     W = model.head_matrix(layer, head)
@@ -73,10 +87,22 @@ def audit(sents: tuple[str, ...], layer: int, head: int, tau: float):
     if r.svm is not None and r.svm.feasible:
         mh = cons.margins(W) * np.linalg.norm(r.svm.W) / np.linalg.norm(W)
         mm = cons.margins(r.svm.W)
-    base = pd.DataFrame([dict(kind=b.kind, baseline=b.label, cos=b.cos, cos_span=b.cos_span,
-                              satisfied=b.satisfied) for b in r.baselines or ()])
-    return dict(audit=r, tokens=enc.tokens, attention=[A[head] for A in enc.attention[layer]],
-                margins_head=mh, margins_svm=mm, baselines=base)
+    base = pd.DataFrame(
+        [
+            dict(
+                kind=b.kind, baseline=b.label, cos=b.cos, cos_span=b.cos_span, satisfied=b.satisfied
+            )
+            for b in r.baselines or ()
+        ]
+    )
+    return dict(
+        audit=r,
+        tokens=enc.tokens,
+        attention=[A[head] for A in enc.attention[layer]],
+        margins_head=mh,
+        margins_svm=mm,
+        baselines=base,
+    )
 
 
 def metrics(res):
@@ -98,8 +124,9 @@ def metrics(res):
 
 def panels(res, shown: int):
     tokens = [hosted.escape_markdown(t) for t in res["tokens"][shown]]
-    st.altair_chart(charts.attention_map(tokens, res["attention"][shown],
-                                         res["audit"].alpha[shown]))
+    st.altair_chart(
+        charts.attention_map(tokens, res["attention"][shown], res["audit"].alpha[shown])
+    )
     if res["margins_svm"].size:
         st.altair_chart(charts.margins_chart(res["margins_head"], res["margins_svm"]))
     if len(res["baselines"]):
