@@ -37,7 +37,7 @@ import scipy.sparse as sp
 from scipy.optimize import nnls
 
 NORMS = ("fro", "nuc")
-SOLVERS = ("auto", "CLARABEL", "ldp", "ws", "newton", "alm")
+SOLVERS = ("auto", "CLARABEL", "ldp", "ws", "wsnewton", "newton", "alm")
 LDP_INFEASIBLE = 1e-13   # |residual| of the LDP's last coordinate meaning "infeasible"
 RHO_GROWTH = 4.0   # ρ ← 4ρ after each outer step (ρ₀ = RHO0/max y)
 RHO0 = 5.0
@@ -333,7 +333,7 @@ def _pcg(op, prec, b, tol, maxit):
 
 
 def _fro_newton(P: Pairs, *, ldp: bool = True, gap_tol: float = 1e-12, max_newton: int = 300,
-                max_cg: int = 400, farkas_tol: float = 1e-9):
+                max_cg: int = 400, farkas_tol: float = 1e-9, lam0: np.ndarray | None = None):
     """The Frobenius SVM from an NNQP in λ ≥ 0 by projected Newton with an ε-active set
     (Bertsekas 1982, "Projected Newton methods for optimization problems with simple
     constraints"): on the free set F, the Newton step by preconditioned CG (block-Jacobi over
@@ -360,6 +360,9 @@ def _fro_newton(P: Pairs, *, ldp: bool = True, gap_tol: float = 1e-12, max_newto
     K1 = P.gram(ones)
     lam = ones * (P.m / (float(ones @ K1) + c * P.m ** 2))
     Kl = K1 * lam[0]
+    if lam0 is not None and not ldp and float(np.max(lam0)) > 0:   # a warm start
+        lam = np.maximum(np.asarray(lam0, dtype=np.float64), 0.0)
+        Kl = P.gram(lam)
     for _ in range(max_newton):
         s = float(lam.sum())
         g = Kl + c * s - 1.0
@@ -577,12 +580,16 @@ CLARABEL_MAX_M = 1500     # "auto" falls back to Clarabel on undecided problems 
 
 def pick_solver(m: int, d: int, d2: int, q: int, norm: str) -> str:
     """The method "auto" uses for m constraints, W (d, d2) and q queries: the exact LDP where
-    its (m, r_D·r_Z) rows are small (small d, few constraints), else "newton" (Frobenius) or
-    "alm" (nuclear, started from the Frobenius solution)."""
+    its (m, r_D·r_Z) rows are small (small d, few constraints); for Frobenius, "wsnewton"
+    where m > 2·p with p = min(d, m)·min(d2, q) the dimension of W's reachable space (the dual
+    Gram is then rank deficient: sequence problems), else "newton"; "alm" (nuclear, started
+    from the Frobenius solution)."""
     if norm == "nuc":
         return "alm"
     p = min(d, m) * min(d2, q)
-    return "ldp" if m * p <= LDP_MAX_ENTRIES else "newton"
+    if m * p <= LDP_MAX_ENTRIES:
+        return "ldp"
+    return "wsnewton" if m > 2 * p else "newton"
 
 
 def _solve_ws(P: Pairs, tol: float = 1e-10, max_rounds: int = 60) -> PairSolution:
@@ -614,6 +621,37 @@ def _solve_ws(P: Pairs, tol: float = 1e-10, max_rounds: int = 60) -> PairSolutio
                        status="inaccurate")
 
 
+def _solve_wsnewton(P: Pairs, tol: float = 1e-11, max_rounds: int = 60,
+                    init_per_query: int = 2) -> PairSolution | None:
+    """Frobenius by constraint generation around the projected Newton–PCG (`_fro_newton`):
+    a working set S (first, per query, its `init_per_query` shortest D_j); Newton on S, warm
+    started from the previous round's duals (zero for the new members); all m margins of its
+    W in one product; the violated ones (margin < 1 − tol), the smallest first, up to
+    max(1024, |S|), join S; until none is violated, when W is optimal for all constraints with
+    the duals zero outside S. For m ≫ d·d2 (sequence problems), where the full dual Gram is
+    rank deficient and Newton on all m constraints needs many more CG steps.
+    Returns None when a subproblem is undecided (the caller then solves the whole set)."""
+    nrm = np.einsum("ja,ja->j", P.D, P.D)
+    S = np.unique(np.concatenate([js[np.argsort(nrm[js])[:init_per_query]]
+                                  for js in np.split(P._order, P._indptr[1:-1]) if js.size]))
+    lam_all = np.zeros(P.m)
+    for r in range(max_rounds):
+        sub = Pairs(P.D[S], P.Z, P.query[S])
+        lam, status, _ = _fro_newton(sub, ldp=False, lam0=lam_all[S] if r else None)
+        if status != "optimal":
+            return None
+        lam_all = np.zeros(P.m)
+        lam_all[S] = lam
+        W = sub.combine(lam)
+        marg = P.margins(W)
+        viol = np.flatnonzero(marg < 1 - tol)
+        viol = viol[~np.isin(viol, S)]
+        if not viol.size:
+            return _solution(P, W, lam_all, "fro", "wsnewton")
+        S = np.union1d(S, viol[np.argsort(marg[viol])][: max(1024, S.size)])
+    return None
+
+
 def _solve_fro(P: Pairs, solver: str) -> PairSolution:
     """The Frobenius SVM by `solver` ("ldp", "newton"); "auto" chains them: the LDP where
     small, else Newton on the dual, then on the LDP form (which also decides infeasible
@@ -622,6 +660,11 @@ def _solve_fro(P: Pairs, solver: str) -> PairSolution:
         return _solve_ldp(P, "fro")
     if solver == "ws":
         return _solve_ws(P)
+    if solver == "wsnewton" or (solver == "auto" and pick_solver(
+            P.m, P.d, P.d2, P.q, "fro") == "wsnewton"):
+        sol = _solve_wsnewton(P)
+        if sol is not None:
+            return sol
     if solver == "auto" and pick_solver(P.m, P.d, P.d2, P.q, "fro") == "ldp":
         return _solve_ldp(P, "fro")
     for ldp in (False, True):
@@ -682,7 +725,8 @@ def solve_pairs(D, Z, query, norm: str = "fro", *, solver: str = "auto") -> Pair
         raise ValueError(f"`norm` must be one of {list(NORMS)}; got {norm!r}")
     if solver not in SOLVERS:
         raise ValueError(f"`solver` must be one of {list(SOLVERS)}; got {solver!r}")
-    if (solver in ("ldp", "ws", "newton") and norm != "fro") or (solver == "alm" and norm != "nuc"):
+    fro_only = ("ldp", "ws", "wsnewton", "newton")
+    if (solver in fro_only and norm != "fro") or (solver == "alm" and norm != "nuc"):
         raise ValueError(f"solver={solver!r} does not solve norm={norm!r}")
     D, Z, query = _check(D, Z, query)
     P = Pairs(D, Z, query)

@@ -75,6 +75,34 @@ def low_rank_pairs(T: int = 135, d: int = 384, rank: int = 103, seed: int = 0):
     return np.concatenate(Ds), Z, np.concatenate(qs)
 
 
+def pretrained_pairs(layer: int = 0, head: int = 2, n_sentences: int = 100):
+    """The audit's constraints for one head of the built-in pretrained model
+    (`attsvm.pretrained`, all-MiniLM-L6-v2) on the first `n_sentences` of its corpus: keys
+    x_s, queries [x_t; 1] (d = 384, d2 = 385), each kept query's selected token (τ = 0.5).
+    Returns (D, Z, query)."""
+    from attsvm import pretrained
+    from attsvm.audit import assemble, select
+
+    model = pretrained.load()
+    enc = model.encode(pretrained.corpus(n_sentences), layers=layer + 1)
+    keys = enc.inputs[layer]
+    alpha, _ = select([A[head] for A in enc.attention[layer]], tau=0.5)
+    c = assemble(keys, [pretrained.queries_of(x) for x in keys], alpha)
+    return c.D, c.Z, c.query
+
+
+def bench_pretrained(layer, head, n_sentences, solvers, *, repeats=1):
+    """Rows (solver, m, seconds, gap, min margin) of one real head's Frobenius SVM."""
+    D, Z, query = pretrained_pairs(layer, head, n_sentences)
+    rows = []
+    for solver in solvers:
+        t, sol = _timed(lambda s=solver: pairsvm.solve_pairs(D, Z, query, "fro", solver=s),
+                        repeats)
+        rows.append(dict(solver=solver, method=sol.solver, m=len(D), seconds=t, gap=sol.gap,
+                         min_margin=sol.min_margin, status=sol.status))
+    return rows
+
+
 def _fmt(x, spec):
     return "—" if x is None else format(x, spec)
 
@@ -86,7 +114,14 @@ def main(argv=None):
                     help="run Clarabel where its price is at most this many seconds")
     ap.add_argument("--only", default="", help="norm ('fro' or 'nuc') to run alone")
     ap.add_argument("--max-m", type=int, default=10**9, help="skip sizes with more constraints")
+    ap.add_argument("--pretrained", default="",
+                    help="instead: real heads 'L0H2,L1H8' of the pretrained model (audit)")
+    ap.add_argument("--sentences", type=int, default=100, help="sentences for --pretrained")
+    ap.add_argument("--solvers", default="auto", help="solvers for --pretrained, '+'-joined")
     args = ap.parse_args(argv)
+    if args.pretrained:
+        _main_pretrained(args)
+        return
     print("| size | queries | norm | m | method | time (s) | Clarabel (s) | ratio | gap | "
           "min margin − 1 | Clarabel gap | W / value diff |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -102,6 +137,19 @@ def main(argv=None):
               f"{r['seconds']:.3g} | {_fmt(r['clarabel'], '.3g')} | {_fmt(r['ratio'], '.0f')} | "
               f"{_fmt(r['gap'], '.1e')} | {_fmt(mm, '.1e')} | {_fmt(r['clarabel_gap'], '.1e')} | "
               f"{_fmt(r['diff'], '.1e')} |", flush=True)
+
+
+def _main_pretrained(args):
+    print("| head | sentences | m | solver | method | time (s) | gap | min margin − 1 | status |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for tag in args.pretrained.split(","):
+        layer, head = (int(v) for v in tag.strip().upper().lstrip("L").split("H"))
+        for r in bench_pretrained(layer, head, args.sentences, args.solvers.split("+"),
+                                  repeats=args.repeats):
+            mm = None if r["min_margin"] is None else r["min_margin"] - 1
+            print(f"| {tag} | {args.sentences} | {r['m']} | {r['solver']} | {r['method']} | "
+                  f"{r['seconds']:.3g} | {_fmt(r['gap'], '.1e')} | {_fmt(mm, '.1e')} | "
+                  f"{r['status']} |", flush=True)
 
 
 if __name__ == "__main__":

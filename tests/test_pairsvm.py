@@ -77,7 +77,7 @@ def check_certificate(sol, D, Z, query, *, gap_tol, res_tol=1e-6):
 SHAPES = [(12, 3, 4, 3), (30, 5, 5, 6), (40, 6, 3, 4), (80, 8, 10, 8), (25, 2, 2, 6)]
 
 
-@pytest.mark.parametrize("solver", ["auto", "CLARABEL", "ldp", "ws", "newton"])
+@pytest.mark.parametrize("solver", ["auto", "CLARABEL", "ldp", "ws", "wsnewton", "newton"])
 @pytest.mark.parametrize("shape", SHAPES)
 def test_frobenius_agrees_with_the_primal(shape, solver):
     D, Z, query = planted(*shape, seed=sum(shape))
@@ -208,7 +208,7 @@ def low_rank(T, d, rank, seed):
     return np.concatenate([D, D]), Z, np.concatenate([query, query])
 
 
-@pytest.mark.parametrize("solver", ["ws", "newton"])
+@pytest.mark.parametrize("solver", ["ws", "wsnewton", "newton"])
 def test_low_rank_inputs_with_duplicates_agree_with_the_primal(solver):
     D, Z, query = low_rank(12, 16, 10, seed=3)
     sol = pairsvm.solve_pairs(D, Z, query, "fro", solver=solver)
@@ -216,3 +216,18 @@ def test_low_rank_inputs_with_duplicates_agree_with_the_primal(solver):
     assert sol.feasible and val is not None
     assert np.linalg.norm(sol.W - W) <= 1e-6 * np.linalg.norm(W)
     check_certificate(sol, D, Z, query, gap_tol=1e-10)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_working_set_newton_on_sequence_problems_agrees_with_the_primal(seed):
+    """m ≫ d·d2 (every token a query): Newton on a growing working set against the cvxpy
+    primal, W to 1e-6 and the certificate on all constraints."""
+    prob = attsvm.random_problem(6, 10, 4, seed=seed, queries="sequence")
+    D, Z, query, _ = problem_pairs(prob, attsvm.problems.optimal_tokens(prob))
+    assert pairsvm.pick_solver(len(D), 4, 4, len(Z), "fro") != "newton"
+    sol = pairsvm.solve_pairs(D, Z, query, "fro", solver="wsnewton")
+    val, W = primal_reference(D, Z, query, "fro")
+    assert sol.feasible == (val is not None) == lp_feasible(D, Z, query)
+    if sol.feasible:
+        assert np.linalg.norm(sol.W - W) <= 1e-6 * np.linalg.norm(W)
+        check_certificate(sol, D, Z, query, gap_tol=1e-10)
