@@ -1,6 +1,7 @@
 """The conic solver the SVMs share: cvxpy (imported on first use), Clarabel pinned with tight
 tolerances, and the nuclear-norm dual both `attsvm.svm` and `attsvm.pairsvm` solve as their
 reference (docs/theory.md §2; docs/svm-solvers.md)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,14 +14,16 @@ class _Cvxpy:
 
     def __getattr__(self, name):
         import cvxpy
+
         return getattr(cvxpy, name)
 
 
-cp = _Cvxpy()   # `cp.X` as with `import cvxpy as cp` (attsvm.joint and attsvm.ntp use it too)
+cp = _Cvxpy()  # `cp.X` as with `import cvxpy as cp` (attsvm.joint and attsvm.ntp use it too)
 
 SOLVER = "CLARABEL"
-SOLVER_OPTS = dict(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10, tol_ktratio=1e-8,
-                   max_iter=400)
+SOLVER_OPTS = dict(
+    tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10, tol_ktratio=1e-8, max_iter=400
+)
 
 
 def dual_status(status: str) -> str:

@@ -111,8 +111,8 @@ def _rank_one(G: np.ndarray):
     stacked matmul is slow on strided views). An Att-SVM constraint matrix is
     (x_iα − x_it) z_iᵀ, rank one, and so is its reduction Uᵀ A_j B (`_reduce`): w_j is G_j's
     row of largest norm, u_j its coefficients."""
-    r = np.argmax(np.einsum("pjab,pjab->pja", G, G), axis=-1)               # (P, m)
-    w = np.take_along_axis(G, r[..., None, None], axis=2)[:, :, 0]           # (P, m, b)
+    r = np.argmax(np.einsum("pjab,pjab->pja", G, G), axis=-1)  # (P, m)
+    w = np.take_along_axis(G, r[..., None, None], axis=2)[:, :, 0]  # (P, m, b)
     ww = np.einsum("pjb,pjb->pj", w, w)
     u = np.einsum("pjab,pjb->pja", G, w) / np.where(ww > 0, ww, 1.0)[..., None]
     err = np.abs(G - u[..., :, None] * w[..., None, :]).max(axis=(2, 3))
@@ -150,18 +150,18 @@ def _hessian_rank_one(fac, N, Sinv, Mn, buf: _Buffers | None = None):
     buf = buf or _Buffers()
     u, w, wT, uu = fac
     P, m = u.shape[:2]
-    q = u @ N                                                   # (P, m, b): rows q_jᵀ
-    wSw = np.matmul(w @ Sinv, wT, out=buf.take("wSw", (P, m, m)))   # [j, k] = w_jᵀ S⁻¹ w_k
-    qSw = np.matmul(q @ Sinv, wT, out=buf.take("qSw", (P, m, m)))   # [j, k] = q_jᵀ S⁻¹ w_k
-    uM = u @ Mn                                                 # (P, m, b): rows u_kᵀ Mn
+    q = u @ N  # (P, m, b): rows q_jᵀ
+    wSw = np.matmul(w @ Sinv, wT, out=buf.take("wSw", (P, m, m)))  # [j, k] = w_jᵀ S⁻¹ w_k
+    qSw = np.matmul(q @ Sinv, wT, out=buf.take("qSw", (P, m, m)))  # [j, k] = q_jᵀ S⁻¹ w_k
+    uM = u @ Mn  # (P, m, b): rows u_kᵀ Mn
     raw = buf.take("raw", (P, m, m))
     t = buf.take("t", (P, m, m))
     H = np.multiply(uu, wSw, out=buf.take("H", (P, m, m)))
-    np.copyto(t, np.swapaxes(np.matmul(uM, wT, out=raw), 1, 2))     # [j, k] = u_kᵀ Mn w_j
+    np.copyto(t, np.swapaxes(np.matmul(uM, wT, out=raw), 1, 2))  # [j, k] = u_kᵀ Mn w_j
     t *= qSw
     H += t
     qT = np.ascontiguousarray(np.swapaxes(q, 1, 2))
-    np.copyto(t, np.swapaxes(np.matmul(uM, qT, out=raw), 1, 2))     # [j, k] = u_kᵀ Mn q_j
+    np.copyto(t, np.swapaxes(np.matmul(uM, qT, out=raw), 1, 2))  # [j, k] = u_kᵀ Mn q_j
     t *= wSw
     H += t
     H *= 2.0
@@ -227,10 +227,7 @@ def nuclear_barrier(
     over one shared state; split, its steps would pass that state around.
     """
     P, m, a, b = G.shape
-    # start: λ = c·1 with ‖N‖ = 1/2, and t with barrier gap (m + b)/t = START_GAP × the dual
-    # objective
-    lam_all = np.repeat((0.5 / np.linalg.norm(G.sum(1), ord=2, axis=(-2, -1)))[:, None], m, 1)
-    t_all = float(m + b) / (START_GAP * lam_all.sum(-1))
+    lam_all, t_all = _barrier_start(G)
     Gt_all = np.ascontiguousarray(np.swapaxes(G, 2, 3)).reshape(P, m * b, a)
     GfT_all = np.ascontiguousarray(np.swapaxes(G.reshape(P, m, a * b), 1, 2))
     fac_all = _rank_one(G)  # None unless every constraint is rank one
@@ -259,8 +256,14 @@ def nuclear_barrier(
         move = ~finished & ~centered
         if move.any():
             every = move.all()
-            moved = _backtrack(t_all[idx][move], Gi if every else Gi[move], lam[move],
-                               step[move], slope[move], cur if every else _rows(cur, move))
+            moved = _backtrack(
+                t_all[idx][move],
+                Gi if every else Gi[move],
+                lam[move],
+                step[move],
+                slope[move],
+                cur if every else _rows(cur, move),
+            )
             lam[move] = moved[0]
             lam_all[idx] = lam
             cur = moved[1] if every else _set_rows(cur, move, moved[1])
@@ -272,11 +275,17 @@ def nuclear_barrier(
             Gi, Gt, GfT = Gi[keep], Gt[keep], GfT[keep]
             fac = None if fac is None else tuple(f[keep] for f in fac)
             cur = _rows(cur, keep)
-    lam_all = lam_c
-    N, S = _n_and_s(G, lam_all)
+    N, S = _n_and_s(G, lam_c)
     M = N @ np.linalg.inv(S)  # ∝ the central-path primal (2/t) N S⁻¹
-    M, gap = _polish(G, M, lam_all)
-    return M, gap
+    return _polish(G, M, lam_c)
+
+
+def _barrier_start(G: np.ndarray):
+    """`nuclear_barrier`'s start: λ = c·1 with ‖N‖ = 1/2, and t with barrier gap
+    (m + b)/t = START_GAP × the dual objective. Returns (λ (P, m), t (P,))."""
+    _, m, _, b = G.shape
+    lam = np.repeat((0.5 / np.linalg.norm(G.sum(1), ord=2, axis=(-2, -1)))[:, None], m, 1)
+    return lam, float(m + b) / (START_GAP * lam.sum(-1))
 
 
 def _rows(cur, rows):
@@ -303,7 +312,7 @@ def _backtrack(t, G, lam, step, slope, cur):
         smax = np.where(neg, -lam / np.where(neg, step, 1.0), np.inf).min(-1)
     s = np.minimum(1.0, 0.99 * smax)
     f0 = _phi(t, cur[2])
-    todo = np.arange(len(lam))      # the problems still searching
+    todo = np.arange(len(lam))  # the problems still searching
     for _ in range(40):
         trial = lam[todo] + s[todo, None] * step[todo]
         at = _point(G if len(todo) == len(lam) else G[todo], trial)

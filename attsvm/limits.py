@@ -36,6 +36,7 @@ Two modes, chosen by ``ATTSVM_MODE`` (Streamlit also exports a root-level
 Refusals raise `BudgetError` (a ValueError, so pages show it like any bad input) naming
 the setting, the cap and the largest size that fits.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,8 +44,8 @@ import os
 from dataclasses import dataclass
 
 MODES = ("local", "hosted")
-NS = 1e-9   # seconds per work unit on the reference machine
-MAX_RECORD_FLOATS = 60_000_000   # float64 numbers one GD call may record (≈ 480 MB), any mode
+NS = 1e-9  # seconds per work unit on the reference machine
+MAX_RECORD_FLOATS = 60_000_000  # float64 numbers one GD call may record (≈ 480 MB), any mode
 # What the library accepts at all, any mode (docs/theory.md §A.3): `Problem` and
 # `random_problem` refuse larger sizes. Each mode's caps (`Limits.max_n`, …) lie below these.
 MAX_N, MAX_T, MAX_D = 512, 256, 512
@@ -90,16 +91,40 @@ class Limits:
 
 
 LIMITS = {
-    "local": Limits(mode="local", max_work=1e12, max_runs=5000, max_steps=200_000,
-                    max_n=256, max_T=128, max_d=256, max_svm_solves=20_000,
-                    max_record_floats=MAX_RECORD_FLOATS, max_upload_bytes=100 * 2**20,
-                    action_seconds=3600.0, session_seconds=math.inf, session_window=600.0,
-                    max_concurrent=0, queue_seconds=0.0),
-    "hosted": Limits(mode="hosted", max_work=3e9, max_runs=500, max_steps=20_000,
-                     max_n=32, max_T=32, max_d=64, max_svm_solves=2000,
-                     max_record_floats=2_000_000, max_upload_bytes=2 * 2**20,
-                     action_seconds=30.0, session_seconds=120.0, session_window=600.0,
-                     max_concurrent=2, queue_seconds=30.0),
+    "local": Limits(
+        mode="local",
+        max_work=1e12,
+        max_runs=5000,
+        max_steps=200_000,
+        max_n=256,
+        max_T=128,
+        max_d=256,
+        max_svm_solves=20_000,
+        max_record_floats=MAX_RECORD_FLOATS,
+        max_upload_bytes=100 * 2**20,
+        action_seconds=3600.0,
+        session_seconds=math.inf,
+        session_window=600.0,
+        max_concurrent=0,
+        queue_seconds=0.0,
+    ),
+    "hosted": Limits(
+        mode="hosted",
+        max_work=3e9,
+        max_runs=500,
+        max_steps=20_000,
+        max_n=32,
+        max_T=32,
+        max_d=64,
+        max_svm_solves=2000,
+        max_record_floats=2_000_000,
+        max_upload_bytes=2 * 2**20,
+        action_seconds=30.0,
+        session_seconds=120.0,
+        session_window=600.0,
+        max_concurrent=2,
+        queue_seconds=30.0,
+    ),
 }
 
 
@@ -114,8 +139,33 @@ def current() -> Limits:
 
 
 # -- padding buckets and the engine's program choice (attsvm.batching, attsvm.training) --
-_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128, 160, 192,
-            256, 320, 384, 512)
+_BUCKETS = (
+    1,
+    2,
+    3,
+    4,
+    5,
+    6,
+    8,
+    10,
+    12,
+    16,
+    20,
+    24,
+    32,
+    40,
+    48,
+    64,
+    80,
+    96,
+    128,
+    160,
+    192,
+    256,
+    320,
+    384,
+    512,
+)
 
 
 def bucket(x: int) -> int:
@@ -126,14 +176,13 @@ def bucket(x: int) -> int:
     return x
 
 
-SPAN_RULES = ("gd", "ngd", "polyak")   # steps along ∇L itself: W − W0 stays in the span
-SWEEP_CHUNK = 128   # runs per compiled call of a CPU sweep, at most (experiments.core)
-SPAN_MAX_FLOATS = 2**23   # the span form's basis for one call, at most (64 MB; its SVD ~3×),
+SPAN_RULES = ("gd", "ngd", "polyak")  # steps along ∇L itself: W − W0 stays in the span
+SWEEP_CHUNK = 128  # runs per compiled call of a CPU sweep, at most (experiments.core)
+SPAN_MAX_FLOATS = 2**23  # the span form's basis for one call, at most (64 MB; its SVD ~3×),
 #                           and never more than the mode's recorded numbers (hosted: 16 MB)
 
 
-def span_pays(n: int, K: int, T: int, d: int, record_every: int, steps: int,
-              runs: int = 1) -> bool:
+def span_pays(n: int, K: int, T: int, d: int, record_every: int, steps: int, runs: int = 1) -> bool:
     """Whether the span form (`batching.span_basis`) is the faster program for `runs` runs
     of these padded sizes: it must shrink W (p = min(d², n·K·T) < d²); its basis
     (runs·n·K·T·d² numbers, an SVD each) must fit in `SPAN_MAX_FLOATS` and in the mode's
@@ -157,9 +206,19 @@ def _K(T: int, queries: str) -> int:
     return 1 if queries == "single" else T
 
 
-def gd_work(*, n: int, T: int, d: int, steps: int, runs: int = 1, queries: str = "single",
-            param: str = "W", m: int | None = None, record_every: int | None = None,
-            optimizer: str = "ngd") -> float:
+def gd_work(
+    *,
+    n: int,
+    T: int,
+    d: int,
+    steps: int,
+    runs: int = 1,
+    queries: str = "single",
+    param: str = "W",
+    m: int | None = None,
+    record_every: int | None = None,
+    optimizer: str = "ngd",
+) -> float:
     """Work units of `runs` GD runs of `steps` steps (module doc). With `record_every`
     given, W-GD by a rule that stays in the span (gd, ngd, polyak) is priced in the span
     form where the engine takes it (measured here: n = 3, T = 4, d = 10, 0.31 µs per
@@ -186,20 +245,22 @@ def _lmi_size(n: int, T: int, d: int, queries: str) -> float:
     return min(d, _constraints(n, T, queries)) + min(d, n * _K(T, queries))
 
 
-def svm_work(*, n: int, T: int, d: int, norm: str = "fro", queries: str = "single",
-             solves: int = 1) -> float:
+def svm_work(
+    *, n: int, T: int, d: int, norm: str = "fro", queries: str = "single", solves: int = 1
+) -> float:
     """Work units of `solves` attention-SVM solves by cvxpy + Clarabel (module doc)."""
     r = _constraints(n, T, queries)
     if norm == "fro":
-        cost = r ** 3 + r * r * d * d / 4 + 200 * r * d * d
+        cost = r**3 + r * r * d * d / 4 + 200 * r * d * d
     else:
         s = _lmi_size(n, T, d, queries)
-        cost = 4e-4 * s ** 5.5 * r ** 1.45 + 3000 * r * d * d
+        cost = 4e-4 * s**5.5 * r**1.45 + 3000 * r * d * d
     return float(solves) * (5e6 + cost)
 
 
-def bulk_svm_work(*, n: int, T: int, d: int, norm: str = "fro", queries: str = "single",
-                  solves: int = 1) -> float:
+def bulk_svm_work(
+    *, n: int, T: int, d: int, norm: str = "fro", queries: str = "single", solves: int = 1
+) -> float:
     """Work units of `solves` solves by the sweeps' exact solvers (attsvm.fastsvm).
 
     Each solve 5·10⁵ units (0.5 ms) plus its cost. Frobenius, a least-distance program by
@@ -240,19 +301,28 @@ def sphere_work(*, n: int, T: int, d: int, param: str = "W", minimizations: int 
     (16, 16, 16) 85 at 2.6 ms; (32, 32, 16) 158 at 6.7 ms. The constants are scaled to the
     quiet default run (2.7 s for 144 minimizations, docs/performance.md)."""
     evals = 50 + 0.12 * n * T
-    per = 3e5 + 8 * n * T * d * d + (4 * d ** 3 if param == "KQ" else 0)
+    per = 3e5 + 8 * n * T * d * d + (4 * d**3 if param == "KQ" else 0)
     return float(minimizations) * evals * per
 
 
-def record_floats(*, n: int, T: int, d: int, steps: int, record_every: int = 1, runs: int = 1,
-                  queries: str = "single") -> int:
+def record_floats(
+    *,
+    n: int,
+    T: int,
+    d: int,
+    steps: int,
+    record_every: int = 1,
+    runs: int = 1,
+    queries: str = "single",
+) -> int:
     """float64 numbers GD records: runs · (steps/r + 1) · (d² + n·K·T + 2)."""
     k = steps // max(record_every, 1) + 1
     return runs * k * (d * d + n * _K(T, queries) * T + 2)
 
 
-def stack_work(*, n: int, T: int, d: int, layers: int, heads: int, steps: int,
-               runs: int = 1) -> float:
+def stack_work(
+    *, n: int, T: int, d: int, layers: int, heads: int, steps: int, runs: int = 1
+) -> float:
     """Work units of GD on a stack of attention layers (`attsvm.stack`): per step and head,
     every query row's logits, values and centred average, n·T·(T·d + d²), three times
     (forward and backward), and the head's update 4·d²."""
@@ -260,31 +330,63 @@ def stack_work(*, n: int, T: int, d: int, layers: int, heads: int, steps: int,
     return float(runs) * steps * per
 
 
-def stack_record_floats(*, n: int, T: int, d: int, layers: int, heads: int, steps: int,
-                        record_every: int = 1, runs: int = 1) -> int:
+def stack_record_floats(
+    *,
+    n: int,
+    T: int,
+    d: int,
+    layers: int,
+    heads: int,
+    steps: int,
+    record_every: int = 1,
+    runs: int = 1,
+) -> int:
     """float64 numbers a stack's GD records: runs · (steps/r + 1) · (L·H·(d² + n·T²) + 2)."""
     k = steps // max(record_every, 1) + 1
     return runs * k * (layers * heads * (d * d + n * T * T) + 2)
 
 
-def check_stack(*, n: int, T: int, d: int, layers: int, heads: int, steps: int,
-                runs: int = 1, record_every: int | None = None,
-                limits: Limits | None = None) -> float:
+def check_stack(
+    *,
+    n: int,
+    T: int,
+    d: int,
+    layers: int,
+    heads: int,
+    steps: int,
+    runs: int = 1,
+    record_every: int | None = None,
+    limits: Limits | None = None,
+) -> float:
     """Refuse GD on a stack over budget; return its work (BudgetError naming the cap, or
     the largest steps and n that fit, or the recorded-history cap)."""
     L = limits or current()
     check_size(n=n, T=T, d=d, steps=steps, runs=runs, limits=L)
-    w = _priced(L, stack_work, dict(n=n, T=T, d=d, layers=layers, heads=heads, steps=steps,
-                                    runs=runs),
-                f"GD on {layers} layers × {heads} heads with steps={steps:,}, n={n}, T={T}, "
-                f"d={d}", steps="steps={:,}", n="n={}")
+    w = _priced(
+        L,
+        stack_work,
+        dict(n=n, T=T, d=d, layers=layers, heads=heads, steps=steps, runs=runs),
+        f"GD on {layers} layers × {heads} heads with steps={steps:,}, n={n}, T={T}, d={d}",
+        steps="steps={:,}",
+        n="n={}",
+    )
     if record_every is not None:
-        f = stack_record_floats(n=n, T=T, d=d, layers=layers, heads=heads, steps=steps,
-                                record_every=record_every, runs=runs)
+        f = stack_record_floats(
+            n=n,
+            T=T,
+            d=d,
+            layers=layers,
+            heads=heads,
+            steps=steps,
+            record_every=record_every,
+            runs=runs,
+        )
         if f > L.max_record_floats:
-            raise BudgetError(f"the recorded history would hold {f:,} numbers, more than the "
-                              f"{L.max_record_floats:,} allowed in {L.mode} mode; record "
-                              f"less often or ask for fewer steps")
+            raise BudgetError(
+                f"the recorded history would hold {f:,} numbers, more than the "
+                f"{L.max_record_floats:,} allowed in {L.mode} mode; record "
+                f"less often or ask for fewer steps"
+            )
     return w
 
 
@@ -308,12 +410,14 @@ def check_size(*, n: int, T: int, d: int, limits: Limits | None = None, **more) 
     """Raise BudgetError if n, T, d (or any `more` setting named in the caps, e.g. steps,
     runs) is above the active mode's hard cap."""
     L = limits or current()
-    caps = dict(n=L.max_n, T=L.max_T, d=L.max_d, steps=L.max_steps, runs=L.max_runs,
-                solves=L.max_svm_solves)
+    caps = dict(
+        n=L.max_n, T=L.max_T, d=L.max_d, steps=L.max_steps, runs=L.max_runs, solves=L.max_svm_solves
+    )
     for name, value in dict(n=n, T=T, d=d, **more).items():
         if value is not None and name in caps and value > caps[name]:
-            raise BudgetError(f"`{name}` must be at most {caps[name]:,} in {L.mode} mode; "
-                              f"got {value:,}")
+            raise BudgetError(
+                f"`{name}` must be at most {caps[name]:,} in {L.mode} mode; got {value:,}"
+            )
 
 
 def _priced(L: Limits, price, settings: dict, what: str, **hints) -> float:
@@ -322,10 +426,18 @@ def _priced(L: Limits, price, settings: dict, what: str, **hints) -> float:
     others kept (none where even 1 does not fit)."""
     w = price(**settings)
     if w > L.max_work:
-        fits = {name: _largest(lambda x, name=name: price(**{**settings, name: x}) <= L.max_work,
-                               1, settings[name]) for name in hints}
-        raise _over(L, what, w, [hint.format(fits[name]) if fits[name] >= 1 else ""
-                                 for name, hint in hints.items()])
+        fits = {
+            name: _largest(
+                lambda x, name=name: price(**{**settings, name: x}) <= L.max_work, 1, settings[name]
+            )
+            for name in hints
+        }
+        raise _over(
+            L,
+            what,
+            w,
+            [hint.format(fits[name]) if fits[name] >= 1 else "" for name, hint in hints.items()],
+        )
     return w
 
 
@@ -334,12 +446,23 @@ def _over(L: Limits, what: str, work: float, hints: list[str]) -> BudgetError:
     return BudgetError(
         f"{what} would cost {work:.3g} work units (≈ {seconds(work):.3g} s), more than the "
         f"{L.max_work:.3g} allowed per action in {L.mode} mode"
-        + (f". Changing one setting, the largest that fits is {hint}" if hint else ""))
+        + (f". Changing one setting, the largest that fits is {hint}" if hint else "")
+    )
 
 
-def check_gd(*, n: int, T: int, d: int, steps: int, runs: int = 1, queries: str = "single",
-             param: str = "W", m: int | None = None, record_every: int | None = None,
-             limits: Limits | None = None) -> float:
+def check_gd(
+    *,
+    n: int,
+    T: int,
+    d: int,
+    steps: int,
+    runs: int = 1,
+    queries: str = "single",
+    param: str = "W",
+    m: int | None = None,
+    record_every: int | None = None,
+    limits: Limits | None = None,
+) -> float:
     """Refuse a GD action over budget; return its work.
 
     Raises BudgetError naming the cap, or (work over `max_work`) the largest steps, runs and
@@ -347,13 +470,19 @@ def check_gd(*, n: int, T: int, d: int, steps: int, runs: int = 1, queries: str 
     """
     L = limits or current()
     check_size(n=n, T=T, d=d, steps=steps, runs=runs, limits=L)
-    w = _priced(L, gd_work, dict(n=n, T=T, d=d, steps=steps, runs=runs, queries=queries,
-                                 param=param, m=m),
-                f"GD with runs={runs:,}, steps={steps:,}, n={n}, T={T}, d={d}",
-                steps="steps={:,}", runs="runs={:,}", n="n={}")
+    w = _priced(
+        L,
+        gd_work,
+        dict(n=n, T=T, d=d, steps=steps, runs=runs, queries=queries, param=param, m=m),
+        f"GD with runs={runs:,}, steps={steps:,}, n={n}, T={T}, d={d}",
+        steps="steps={:,}",
+        runs="runs={:,}",
+        n="n={}",
+    )
     if record_every is not None:
-        f = record_floats(n=n, T=T, d=d, steps=steps, record_every=record_every, runs=runs,
-                          queries=queries)
+        f = record_floats(
+            n=n, T=T, d=d, steps=steps, record_every=record_every, runs=runs, queries=queries
+        )
         if f > L.max_record_floats:
             per = f // (steps // max(record_every, 1) + 1)
             k = max(1, L.max_record_floats // per - 1)
@@ -361,13 +490,21 @@ def check_gd(*, n: int, T: int, d: int, steps: int, runs: int = 1, queries: str 
                 f"`record_every` must keep the recorded history under "
                 f"{L.max_record_floats:,} numbers in {L.mode} mode; got {record_every} "
                 f"({f:,} numbers). Record every {math.ceil(steps / k):,} steps or more, or ask for "
-                f"fewer steps or runs.")
+                f"fewer steps or runs."
+            )
     return w
 
 
-def check_svm(*, solves: int = 1, n: int | None = None, T: int | None = None,
-              d: int | None = None, norm: str = "fro", queries: str = "single",
-              limits: Limits | None = None) -> float:
+def check_svm(
+    *,
+    solves: int = 1,
+    n: int | None = None,
+    T: int | None = None,
+    d: int | None = None,
+    norm: str = "fro",
+    queries: str = "single",
+    limits: Limits | None = None,
+) -> float:
     """Refuse SVM work over budget; return its work (0 when the sizes are not given).
 
     Always checks `solves` against `max_svm_solves`; with n, T, d also prices the solves
@@ -378,9 +515,15 @@ def check_svm(*, solves: int = 1, n: int | None = None, T: int | None = None,
     if n is None or T is None or d is None:
         return 0.0
     name = "Att-SVM (Frobenius)" if norm == "fro" else "Att-SVM* (nuclear norm)"
-    return _priced(L, svm_work, dict(n=n, T=T, d=d, norm=norm, queries=queries, solves=solves),
-                   f"{solves:,} × {name} at n={n}, T={T}, d={d}",
-                   d="d={}", n="n={}", solves="{:,} solves")
+    return _priced(
+        L,
+        svm_work,
+        dict(n=n, T=T, d=d, norm=norm, queries=queries, solves=solves),
+        f"{solves:,} × {name} at n={n}, T={T}, d={d}",
+        d="d={}",
+        n="n={}",
+        solves="{:,} solves",
+    )
 
 
 def check_work(work: float, *, what: str = "this action", limits: Limits | None = None) -> float:
@@ -394,8 +537,7 @@ def check_work(work: float, *, what: str = "this action", limits: Limits | None 
 # -- typed text (attsvm.text) ------------------------------------------------------------------
 # Characters and words of the sentences one action may send, per mode: checked on the raw text
 # before it is tokenized or looked up. Hosted: 32 sentences of up to 32 words fit (max_n, max_T).
-TEXT_CAPS = {"local": dict(chars=200_000, words=20_000),
-             "hosted": dict(chars=6_000, words=1_024)}
+TEXT_CAPS = {"local": dict(chars=200_000, words=20_000), "hosted": dict(chars=6_000, words=1_024)}
 
 
 def check_text(*, chars: int, words: int, limits: Limits | None = None) -> None:
@@ -403,8 +545,11 @@ def check_text(*, chars: int, words: int, limits: Limits | None = None) -> None:
     L = limits or current()
     caps = TEXT_CAPS.get(L.mode, TEXT_CAPS["local"])
     if chars > caps["chars"]:
-        raise BudgetError(f"`sentences` must have at most {caps['chars']:,} characters in "
-                          f"{L.mode} mode; got {chars:,}")
+        raise BudgetError(
+            f"`sentences` must have at most {caps['chars']:,} characters in "
+            f"{L.mode} mode; got {chars:,}"
+        )
     if words > caps["words"]:
-        raise BudgetError(f"`sentences` must have at most {caps['words']:,} words in "
-                          f"{L.mode} mode; got {words:,}")
+        raise BudgetError(
+            f"`sentences` must have at most {caps['words']:,} words in {L.mode} mode; got {words:,}"
+        )

@@ -28,6 +28,7 @@ Solvers ("auto" picks by size):
     "ldp": Frobenius, exact: Lawson & Hanson's least-distance program (1974, ch. 23) on the
         constraints in those bases, (m, r_D·r_Z) rows: for small d (d² ≪ m) and small m.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -38,10 +39,10 @@ from scipy.optimize import nnls
 
 NORMS = ("fro", "nuc")
 SOLVERS = ("auto", "CLARABEL", "ldp", "ws", "wsnewton", "newton", "alm")
-LDP_INFEASIBLE = 1e-13   # |residual| of the LDP's last coordinate meaning "infeasible"
-RHO_GROWTH = 4.0   # ρ ← 4ρ after each outer step (ρ₀ = RHO0/max y)
+LDP_INFEASIBLE = 1e-13  # |residual| of the LDP's last coordinate meaning "infeasible"
+RHO_GROWTH = 4.0  # ρ ← 4ρ after each outer step (ρ₀ = RHO0/max y)
 RHO0 = 5.0
-LDP_MAX_ENTRIES = 10_000_000   # the exact small method forms (m, r_D·r_Z) rows: at most this
+LDP_MAX_ENTRIES = 10_000_000  # the exact small method forms (m, r_D·r_Z) rows: at most this
 
 
 @dataclass(frozen=True, eq=False)
@@ -81,7 +82,7 @@ class Pairs:
 
     D (m, d), Z (q, d2), query (m,) int in [0, q)."""
 
-    CHUNK = 8192   # rows per block of the margin products (bounded temporaries)
+    CHUNK = 8192  # rows per block of the margin products (bounded temporaries)
 
     def __init__(self, D, Z, query):
         self.D = np.ascontiguousarray(D, dtype=np.float64)
@@ -91,8 +92,7 @@ class Pairs:
         self.q, self.d2 = self.Z.shape
         # the pattern of S (q, m), S[k(j), j] = λ_j, in CSR form: C = S D
         self._order = np.argsort(self.query, kind="stable")
-        self._indptr = np.concatenate([[0], np.cumsum(np.bincount(self.query,
-                                                                  minlength=self.q))])
+        self._indptr = np.concatenate([[0], np.cumsum(np.bincount(self.query, minlength=self.q))])
         self._ZZ = self.Z @ self.Z.T if self.q <= 2 * self.d2 else None
 
     def combine(self, lam) -> np.ndarray:
@@ -101,13 +101,15 @@ class Pairs:
 
     def _sums(self, lam) -> np.ndarray:
         """C (q, d), C_k = Σ_{j: k(j)=k} λ_j D_j."""
-        S = sp.csr_matrix((np.asarray(lam, dtype=np.float64)[self._order], self._order,
-                           self._indptr), shape=(self.q, self.m))
+        S = sp.csr_matrix(
+            (np.asarray(lam, dtype=np.float64)[self._order], self._order, self._indptr),
+            shape=(self.q, self.m),
+        )
         return np.asarray(S @ self.D)
 
     def margins(self, W) -> np.ndarray:
         """⟨A_j, W⟩ = D_jᵀ W z_{k(j)}: (m,)."""
-        return self._rowdot(np.asarray(W) @ self.Z.T)                       # (d, q)
+        return self._rowdot(np.asarray(W) @ self.Z.T)  # (d, q)
 
     def gram(self, lam) -> np.ndarray:
         """K λ = (⟨A_j, B(λ)⟩)_j without forming K: (m,)."""
@@ -137,10 +139,10 @@ class Pairs:
 
 def _span(M: np.ndarray, rtol: float = 1e-12) -> np.ndarray:
     """Orthonormal basis (p, r) of the column space of M (p, k) (r ≥ 1)."""
-    if M.shape[1] > 4 * M.shape[0]:            # many columns: the p × p Gram's eigenvectors
+    if M.shape[1] > 4 * M.shape[0]:  # many columns: the p × p Gram's eigenvectors
         ev, U = np.linalg.eigh(M @ M.T)
         ev, U = ev[::-1], U[:, ::-1]
-        keep = ev > (rtol ** 2) * max(ev[0], 0.0) if ev[0] > 0 else np.zeros(len(ev), bool)
+        keep = ev > (rtol**2) * max(ev[0], 0.0) if ev[0] > 0 else np.zeros(len(ev), bool)
         return U[:, : max(1, int(keep.sum()))]
     U, sv, _ = np.linalg.svd(M, full_matrices=False)
     return U[:, : max(1, int(np.sum(sv > rtol * sv[0])))] if sv.size and sv[0] > 0 else U[:, :1]
@@ -156,7 +158,7 @@ def certify(P: Pairs, W, lam, norm: str):
     if norm == "fro":
         obj = float(np.linalg.norm(W))
         res = float(np.linalg.norm(W - B) / obj) if obj > 0 else float(np.linalg.norm(B))
-        primal = 0.5 * obj ** 2 / mu ** 2 if mu > 0 else np.inf
+        primal = 0.5 * obj**2 / mu**2 if mu > 0 else np.inf
         dual = float(lam.sum()) - 0.5 * float(np.sum(B * B))
     else:
         obj = float(np.linalg.svd(W, compute_uv=False).sum())
@@ -170,14 +172,35 @@ def certify(P: Pairs, W, lam, norm: str):
 
 def _solution(P, W, lam, norm, solver, status="optimal") -> PairSolution:
     obj, mu, gap, res = certify(P, W, lam, norm)
-    return PairSolution(W=W, duals=lam, feasible=True, status=status, objective=obj,
-                        min_margin=mu, gap=gap, dual_residual=res, solver=solver, norm=norm)
+    return PairSolution(
+        W=W,
+        duals=lam,
+        feasible=True,
+        status=status,
+        objective=obj,
+        min_margin=mu,
+        gap=gap,
+        dual_residual=res,
+        solver=solver,
+        norm=norm,
+    )
 
 
 def _infeasible(reason, solver, norm, farkas=None, status="infeasible") -> PairSolution:
-    return PairSolution(W=None, duals=None, feasible=False, status=status, objective=None,
-                        min_margin=None, gap=None, dual_residual=None, reason=reason,
-                        farkas=farkas, solver=solver, norm=norm)
+    return PairSolution(
+        W=None,
+        duals=None,
+        feasible=False,
+        status=status,
+        objective=None,
+        min_margin=None,
+        gap=None,
+        dual_residual=None,
+        reason=reason,
+        farkas=farkas,
+        solver=solver,
+        norm=norm,
+    )
 
 
 # -- exact small method: least-distance programming ----------------------------------------
@@ -205,12 +228,17 @@ def _solve_ldp(P: Pairs, norm: str) -> PairSolution:
     x, u = ldp_nnls(R)
     if x is None or np.min(R @ x) < 1 - 1e-8:
         s = u.sum()
-        return _infeasible("Farkas: a convex combination of the constraints vanishes "
-                           f"(‖Σ μ_j A_j‖_F = {np.linalg.norm(R.T @ (u / s)):.2e})"
-                           if s > 0 else "the least-distance program found no point",
-                           "ldp", norm, farkas=u / s if s > 0 else None)
-    lam = u / (1.0 - u.sum())      # −r[-1] = 1 − 1ᵀu > 0 (x = Gᵀu / (1 − 1ᵀu))
-    W = P.combine(lam)             # = U_D X U_Zᵀ, exactly Σ λ_j A_j
+        return _infeasible(
+            "Farkas: a convex combination of the constraints vanishes "
+            f"(‖Σ μ_j A_j‖_F = {np.linalg.norm(R.T @ (u / s)):.2e})"
+            if s > 0
+            else "the least-distance program found no point",
+            "ldp",
+            norm,
+            farkas=u / s if s > 0 else None,
+        )
+    lam = u / (1.0 - u.sum())  # −r[-1] = 1 − 1ᵀu > 0 (x = Gᵀu / (1 − 1ᵀu))
+    W = P.combine(lam)  # = U_D X U_Zᵀ, exactly Σ λ_j A_j
     return _solution(P, W, lam, "fro", "ldp")
 
 
@@ -224,13 +252,14 @@ def _solve_clarabel(P: Pairs, norm: str) -> PairSolution:
         if norm == "fro":
             K = (P.D @ P.D.T) * (P.Z @ P.Z.T)[np.ix_(P.query, P.query)]
             lam = cp.Variable(P.m, name="lambda")
-            prob = cp.Problem(cp.Minimize(0.5 * cp.quad_form(lam, cp.psd_wrap(K))
-                                          - cp.sum(lam)), [lam >= 0])
+            prob = cp.Problem(
+                cp.Minimize(0.5 * cp.quad_form(lam, cp.psd_wrap(K)) - cp.sum(lam)), [lam >= 0]
+            )
             prob.solve(solver=conic.SOLVER, **conic.SOLVER_OPTS)
             status = conic.dual_status(prob.status)
             if status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or lam.value is None:
                 return _infeasible(f"Clarabel: {status}", "CLARABEL", norm, status=status)
-            duals = np.maximum(np.asarray(lam.value), 0.0)   # λ ≥ 0 exactly
+            duals = np.maximum(np.asarray(lam.value), 0.0)  # λ ≥ 0 exactly
             return _solution(P, P.combine(duals), duals, norm, "CLARABEL", status)
         UD, UZ = P.bases()
         R = P.reduced_rows(UD, UZ)
@@ -238,8 +267,11 @@ def _solve_clarabel(P: Pairs, norm: str) -> PairSolution:
         prob, lam, lmi = conic.dual_nuc_problem(np.ascontiguousarray(R.T), P.m, rD, rZ)
         prob.solve(solver=conic.SOLVER, **conic.SOLVER_OPTS)
         status = conic.dual_status(prob.status)
-        if (status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or lam.value is None
-                or lmi.dual_value is None):
+        if (
+            status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
+            or lam.value is None
+            or lmi.dual_value is None
+        ):
             return _infeasible(f"Clarabel: {status}", "CLARABEL", norm, status=status)
         M = -2.0 * np.asarray(lmi.dual_value)[:rD, rD:]
         duals = np.maximum(np.asarray(lam.value), 0.0)
@@ -256,10 +288,11 @@ def _check(D, Z, query):
     query = np.asarray(query)
     if D.ndim != 2 or Z.ndim != 2:
         raise ValueError(f"`D` and `Z` must be 2-d arrays; got shapes {D.shape}, {Z.shape}")
-    if query.shape != (D.shape[0],) or (query.size and not np.issubdtype(query.dtype,
-                                                                            np.integer)):
-        raise ValueError(f"`query` must be an int array of shape ({D.shape[0]},); got "
-                         f"{query.dtype} {query.shape}")
+    if query.shape != (D.shape[0],) or (query.size and not np.issubdtype(query.dtype, np.integer)):
+        raise ValueError(
+            f"`query` must be an int array of shape ({D.shape[0]},); got "
+            f"{query.dtype} {query.shape}"
+        )
     if query.size and (query.min() < 0 or query.max() >= Z.shape[0]):
         raise ValueError(f"`query` must index the {Z.shape[0]} rows of `Z`")
     if not (np.all(np.isfinite(D)) and np.all(np.isfinite(Z))):
@@ -277,8 +310,8 @@ class _BlockJacobi:
         counts = np.bincount(P.query, minlength=P.q)
         self.g = int(counts.max())
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        slot = np.arange(P.m) - np.repeat(starts, counts)            # position in its block
-        self.pos = np.empty(P.m, np.int64)                          # flat (q·g) index of j
+        slot = np.arange(P.m) - np.repeat(starts, counts)  # position in its block
+        self.pos = np.empty(P.m, np.int64)  # flat (q·g) index of j
         self.pos[order] = P.query[order] * self.g + slot
         pad = np.full(P.q * self.g, -1)
         pad[self.pos] = np.arange(P.m)
@@ -287,7 +320,7 @@ class _BlockJacobi:
         Dp[self.pos] = P.D
         Dp = Dp.reshape(P.q, self.g, P.d)
         zz = np.einsum("kb,kb->k", P.Z, P.Z)
-        self.K = (Dp @ np.swapaxes(Dp, 1, 2)) * zz[:, None, None] + c   # (q, g, g)
+        self.K = (Dp @ np.swapaxes(Dp, 1, 2)) * zz[:, None, None] + c  # (q, g, g)
         self.q = P.q
         self.inv = None
 
@@ -332,8 +365,16 @@ def _pcg(op, prec, b, tol, maxit):
     return x, maxit
 
 
-def _fro_newton(P: Pairs, *, ldp: bool = True, gap_tol: float = 1e-12, max_newton: int = 300,
-                max_cg: int = 400, farkas_tol: float = 1e-9, lam0: np.ndarray | None = None):
+def _fro_newton(
+    P: Pairs,
+    *,
+    ldp: bool = True,
+    gap_tol: float = 1e-12,
+    max_newton: int = 300,
+    max_cg: int = 400,
+    farkas_tol: float = 1e-9,
+    lam0: np.ndarray | None = None,
+):
     """The Frobenius SVM from an NNQP in λ ≥ 0 by projected Newton with an ε-active set
     (Bertsekas 1982, "Projected Newton methods for optimization problems with simple
     constraints"): on the free set F, the Newton step by preconditioned CG (block-Jacobi over
@@ -358,23 +399,18 @@ def _fro_newton(P: Pairs, *, ldp: bool = True, gap_tol: float = 1e-12, max_newto
     prec = _BlockJacobi(P, c)
     ones = np.ones(P.m)
     K1 = P.gram(ones)
-    lam = ones * (P.m / (float(ones @ K1) + c * P.m ** 2))
+    lam = ones * (P.m / (float(ones @ K1) + c * P.m**2))
     Kl = K1 * lam[0]
-    if lam0 is not None and not ldp and float(np.max(lam0)) > 0:   # a warm start
+    if lam0 is not None and not ldp and float(np.max(lam0)) > 0:  # a warm start
         lam = np.maximum(np.asarray(lam0, dtype=np.float64), 0.0)
         Kl = P.gram(lam)
     for _ in range(max_newton):
         s = float(lam.sum())
         g = Kl + c * s - 1.0
         W2 = float(lam @ Kl)
-        if 1.0 - c * s > 0:                 # the certificate of λ' = λ / (1 − c·1ᵀλ)
-            sc = 1.0 / (1.0 - c * s)
-            mu = float(Kl.min()) * sc
-            if mu > 0:
-                primal = 0.5 * W2 * sc * sc / mu ** 2
-                if primal - (s * sc - 0.5 * W2 * sc * sc) <= gap_tol * primal \
-                        and mu >= 1 - 1e-11:
-                    return lam * sc, "optimal", None
+        done = _newton_certified(lam, Kl, s, W2, c, gap_tol)
+        if done is not None:
+            return done, "optimal", None
         if s > 0 and np.sqrt(max(W2, 0.0)) <= farkas_tol * amax * s:
             return None, "infeasible", lam / s
         pg = np.where(lam > 0, g, np.minimum(g, 0.0))
@@ -384,7 +420,7 @@ def _fro_newton(P: Pairs, *, ldp: bool = True, gap_tol: float = 1e-12, max_newto
         prec.restrict(free)
         gF = np.where(free, g, 0.0)
         nrm = float(np.linalg.norm(gF))
-        tol = max(1e-15 * np.sqrt(P.m), min(0.1 * nrm, nrm ** 2))
+        tol = max(1e-15 * np.sqrt(P.m), min(0.1 * nrm, nrm**2))
 
         def op(v, free=free):
             v = np.where(free, v, 0.0)
@@ -396,17 +432,10 @@ def _fro_newton(P: Pairs, *, ldp: bool = True, gap_tol: float = 1e-12, max_newto
         p, _ = _pcg(op, pre, -gF, tol, max_cg)
         p = np.where(free, p, -g / dK)
         f0 = 0.5 * W2 + 0.5 * c * s * s - s
-        step = 1.0
-        for _ in range(60):
-            new = np.maximum(lam + step * p, 0.0)
-            Bn = P.combine(new)
-            sn = float(new.sum())
-            fn = 0.5 * float(np.sum(Bn * Bn)) + 0.5 * c * sn * sn - sn
-            if fn <= f0 + 1e-4 * float(g @ (new - lam)) + 1e-15 * abs(f0):
-                break
-            step *= 0.5
-        else:
+        found = _arc_search(P, lam, p, g, f0, c)
+        if found is None:
             return None, "inaccurate", None
+        new, Bn = found
         if np.array_equal(new, lam) and float(np.abs(pg).max()) > 0:
             return None, "inaccurate", None
         lam = new
@@ -414,10 +443,48 @@ def _fro_newton(P: Pairs, *, ldp: bool = True, gap_tol: float = 1e-12, max_newto
     return None, "inaccurate", None
 
 
+def _newton_certified(lam, Kl, s: float, W2: float, c: float, gap_tol: float):
+    """`_fro_newton`'s stopping test: λ' = λ / (1 − c·1ᵀλ) when its scaled primal W is
+    feasible (smallest margin ≥ 1 − 1e-11) with relative duality gap ≤ gap_tol, else None."""
+    if 1.0 - c * s <= 0:
+        return None
+    sc = 1.0 / (1.0 - c * s)
+    mu = float(Kl.min()) * sc
+    if mu <= 0:
+        return None
+    primal = 0.5 * W2 * sc * sc / mu**2
+    if primal - (s * sc - 0.5 * W2 * sc * sc) <= gap_tol * primal and mu >= 1 - 1e-11:
+        return lam * sc
+    return None
+
+
+def _arc_search(P: Pairs, lam, p, g, f0: float, c: float):
+    """Armijo search along the projection arc max(λ + t·p, 0), t = 1, ½, ¼, …:
+    (the new λ, its B(λ)), or None after 60 halvings."""
+    step = 1.0
+    for _ in range(60):
+        new = np.maximum(lam + step * p, 0.0)
+        Bn = P.combine(new)
+        sn = float(new.sum())
+        fn = 0.5 * float(np.sum(Bn * Bn)) + 0.5 * c * sn * sn - sn
+        if fn <= f0 + 1e-4 * float(g @ (new - lam)) + 1e-15 * abs(f0):
+            return new, Bn
+        step *= 0.5
+    return None
+
+
 # -- nuclear at scale: Burer–Monteiro + augmented Lagrangian, then a dual polish ------------
-def _nuc_alm(P: Pairs, W0: np.ndarray, lam0: np.ndarray, *, gap_tol: float = 1e-8,
-             good_gap: float = 1e-7, max_outer: int = 40, max_inner: int = 4000,
-             patience: int = 3):
+def _nuc_alm(
+    P: Pairs,
+    W0: np.ndarray,
+    lam0: np.ndarray,
+    *,
+    gap_tol: float = 1e-8,
+    good_gap: float = 1e-7,
+    max_outer: int = 40,
+    max_inner: int = 4000,
+    patience: int = 3,
+):
     """min ‖W‖_* s.t. ⟨A_j, W⟩ ≥ 1 as W = U Vᵀ, min ½(‖U‖²_F + ‖V‖²_F) (Burer & Monteiro,
     Math. Program. 2003; ‖W‖_* = min over factorisations, Srebro et al. 2005) by the
     augmented Lagrangian (Nocedal & Wright ch. 17.4) with L-BFGS inside; started from the
@@ -426,6 +493,9 @@ def _nuc_alm(P: Pairs, W0: np.ndarray, lam0: np.ndarray, *, gap_tol: float = 1e-
     With s_j = max(0, y_j − ρ(⟨A_j, W⟩ − 1)) the gradients are U − B(s) V and V − B(s)ᵀ U:
     one margin product and one `Pairs.combine` per evaluation. After each outer step the
     pair (W, y) is certified and, near the end, y is polished (`_nuc_polish`).
+
+    It is long because the outer loop's multiplier update, its certification and its
+    stopping rule share the penalty ρ, the best pair so far and the staleness count.
 
     Returns (W, λ, gap) of the best certified pair."""
     Uw, sw, Vwt = np.linalg.svd(W0, full_matrices=False)
@@ -439,7 +509,7 @@ def _nuc_alm(P: Pairs, W0: np.ndarray, lam0: np.ndarray, *, gap_tol: float = 1e-
 
     def fun(x, y, rho):
         U = x[: d * k].reshape(d, k)
-        V = x[d * k:].reshape(d2, k)
+        V = x[d * k :].reshape(d2, k)
         c = P.margins(U @ V.T)
         s = np.maximum(0.0, y - rho * (c - 1.0))
         B = P.combine(s)
@@ -450,9 +520,13 @@ def _nuc_alm(P: Pairs, W0: np.ndarray, lam0: np.ndarray, *, gap_tol: float = 1e-
     viol_prev = np.inf
     stale = 0
     for _ in range(max_outer):
-        x, _ = _lbfgs(lambda v: fun(v, y, rho), x, max_iter=max_inner,
-                        gtol=max(1e-11, 1e-3 * min(viol_prev, 1.0)))
-        W = x[: d * k].reshape(d, k) @ x[d * k:].reshape(d2, k).T
+        x, _ = _lbfgs(
+            lambda v: fun(v, y, rho),
+            x,
+            max_iter=max_inner,
+            gtol=max(1e-11, 1e-3 * min(viol_prev, 1.0)),
+        )
+        W = x[: d * k].reshape(d, k) @ x[d * k :].reshape(d2, k).T
         c = P.margins(W)
         y = np.maximum(0.0, y - rho * (c - 1.0))
         viol = float(max(0.0, 1.0 - c.min()))
@@ -465,8 +539,11 @@ def _nuc_alm(P: Pairs, W0: np.ndarray, lam0: np.ndarray, *, gap_tol: float = 1e-
             if gap < best[2]:
                 best = (Wc, lam, gap)
         stale = stale + 1 if best[2] > 0.5 * before else 0
-        if best[2] <= gap_tol or (best[2] <= good_gap and stale >= patience) \
-                or stale >= 2 * patience:
+        if (
+            best[2] <= gap_tol
+            or (best[2] <= good_gap and stale >= patience)
+            or stale >= 2 * patience
+        ):
             break
         if rho < 1e8 / max(float(y.max()), 1e-12):
             rho *= RHO_GROWTH
@@ -487,7 +564,8 @@ def _lbfgs(fun, x, *, max_iter: int, gtol: float, memory: int = 20):
     for it in range(max_iter):
         hist.append(f)
         if np.abs(g).max() <= gtol * max(1.0, abs(f)) or (
-                it >= 10 and hist[-11] - f <= 1e-14 * max(1.0, abs(f))):
+            it >= 10 and hist[-11] - f <= 1e-14 * max(1.0, abs(f))
+        ):
             return x, it
         q = g.copy()
         alphas = []
@@ -497,8 +575,7 @@ def _lbfgs(fun, x, *, max_iter: int, gtol: float, memory: int = 20):
             alphas.append(a)
         if S:
             q *= (S[-1] @ Y[-1]) / (Y[-1] @ Y[-1])
-        for (s_, y_, r_), a in zip(zip(S, Y, rhos, strict=True), reversed(alphas),
-                                   strict=True):
+        for (s_, y_, r_), a in zip(zip(S, Y, rhos, strict=True), reversed(alphas), strict=True):
             q += (a - r_ * (y_ @ q)) * s_
         p = -q
         slope = float(g @ p)
@@ -528,8 +605,16 @@ def _lbfgs(fun, x, *, max_iter: int, gtol: float, memory: int = 20):
     return x, max_iter
 
 
-def _nuc_polish(P: Pairs, W: np.ndarray, c: np.ndarray, y: np.ndarray, *,
-                sv_rtol: float = 1e-5, act_tol: float = 1e-6, max_entries: int = 30_000_000):
+def _nuc_polish(
+    P: Pairs,
+    W: np.ndarray,
+    c: np.ndarray,
+    y: np.ndarray,
+    *,
+    sv_rtol: float = 1e-5,
+    act_tol: float = 1e-6,
+    max_entries: int = 30_000_000,
+):
     """Exact optimality conditions from an approximate solution W = U Σ Vᵀ of min ‖W‖_*
     (the subdifferential of the nuclear norm, Watson 1992): with r the numerical rank,
     (1) dual: B(λ) = U_r V_rᵀ + R, U_rᵀ R = 0, R V_r = 0, so U_rᵀ B(λ) = V_rᵀ and
@@ -547,9 +632,14 @@ def _nuc_polish(P: Pairs, W: np.ndarray, c: np.ndarray, y: np.ndarray, *,
         return []
     Ur, Vr = U[:, :r], Vt[:r].T
     Dj, zj = P.D[S], P.Z[P.query[S]]
-    a, b = Dj @ Ur, zj @ Vr                                     # (|S|, r)
-    M = np.concatenate([np.einsum("ja,jb->jab", a, zj).reshape(S.size, -1),
-                        np.einsum("ja,jb->jab", Dj, b).reshape(S.size, -1)], axis=1).T
+    a, b = Dj @ Ur, zj @ Vr  # (|S|, r)
+    M = np.concatenate(
+        [
+            np.einsum("ja,jb->jab", a, zj).reshape(S.size, -1),
+            np.einsum("ja,jb->jab", Dj, b).reshape(S.size, -1),
+        ],
+        axis=1,
+    ).T
     t = np.concatenate([Vr.T.ravel(), Ur.ravel()])
     lamS, _ = nnls(M, t, maxiter=20 * S.size)
     lam = np.zeros(P.m)
@@ -557,15 +647,16 @@ def _nuc_polish(P: Pairs, W: np.ndarray, c: np.ndarray, y: np.ndarray, *,
     By, Bl = P.combine(y), P.combine(lam)
     best, val = lam, -np.inf
     for th in (0.0, 0.5, 0.8, 0.9, 0.95, 0.99, 1.0):
-        v = (th * lam.sum() + (1 - th) * y.sum()) / max(1.0, np.linalg.norm(
-            th * Bl + (1 - th) * By, 2))
+        v = (th * lam.sum() + (1 - th) * y.sum()) / max(
+            1.0, np.linalg.norm(th * Bl + (1 - th) * By, 2)
+        )
         if v > val:
             best, val = th * lam + (1 - th) * y, v
     lam = best
     out = [(W, lam)]
     pos = lamS > 1e-9 * max(float(lamS.max()), 1e-300)
     if pos.any():
-        G = np.einsum("ja,jb->jab", a[pos], b[pos])            # ⟨A_j, U_r X V_rᵀ⟩ = aᵀ X b
+        G = np.einsum("ja,jb->jab", a[pos], b[pos])  # ⟨A_j, U_r X V_rᵀ⟩ = aᵀ X b
         G = 0.5 * (G + np.swapaxes(G, 1, 2)).reshape(int(pos.sum()), -1)
         X = np.linalg.lstsq(G, np.ones(len(G)), rcond=None)[0].reshape(r, r)
         X = 0.5 * (X + X.T)
@@ -575,7 +666,7 @@ def _nuc_polish(P: Pairs, W: np.ndarray, c: np.ndarray, y: np.ndarray, *,
 
 
 # -- public ---------------------------------------------------------------------------------
-CLARABEL_MAX_M = 1500     # "auto" falls back to Clarabel on undecided problems up to this m
+CLARABEL_MAX_M = 1500  # "auto" falls back to Clarabel on undecided problems up to this m
 
 
 def pick_solver(m: int, d: int, d2: int, q: int, norm: str) -> str:
@@ -599,8 +690,13 @@ def _solve_ws(P: Pairs, tol: float = 1e-10, max_rounds: int = 60) -> PairSolutio
     join S; until none is violated. The answer is then optimal for all constraints, with the
     duals zero outside S; an infeasible S makes the whole problem infeasible (its Farkas
     vector, zero outside S). For low-rank inputs with many redundant constraints."""
-    S = np.array([int(js[np.argmax(np.einsum("ja,ja->j", P.D[js], P.D[js]))])
-                  for js in np.split(P._order, P._indptr[1:-1]) if js.size])
+    S = np.array(
+        [
+            int(js[np.argmax(np.einsum("ja,ja->j", P.D[js], P.D[js]))])
+            for js in np.split(P._order, P._indptr[1:-1])
+            if js.size
+        ]
+    )
     for _ in range(max_rounds):
         sub = _solve_ldp(Pairs(P.D[S], P.Z, P.query[S]), "fro")
         if not sub.feasible:
@@ -617,12 +713,14 @@ def _solve_ws(P: Pairs, tol: float = 1e-10, max_rounds: int = 60) -> PairSolutio
             lam[S] = sub.duals
             return _solution(P, sub.W, lam, "fro", "ws")
         S = np.union1d(S, viol[np.argsort(marg[viol])][: max(64, S.size // 2)])
-    return _infeasible("undecided: the working set did not settle", "ws", "fro",
-                       status="inaccurate")
+    return _infeasible(
+        "undecided: the working set did not settle", "ws", "fro", status="inaccurate"
+    )
 
 
-def _solve_wsnewton(P: Pairs, tol: float = 1e-11, max_rounds: int = 60,
-                    init_per_query: int = 2) -> PairSolution | None:
+def _solve_wsnewton(
+    P: Pairs, tol: float = 1e-11, max_rounds: int = 60, init_per_query: int = 2
+) -> PairSolution | None:
     """Frobenius by constraint generation around the projected Newton–PCG (`_fro_newton`):
     a working set S (first, per query, its `init_per_query` shortest D_j); Newton on S, warm
     started from the previous round's duals (zero for the new members); all m margins of its
@@ -632,8 +730,15 @@ def _solve_wsnewton(P: Pairs, tol: float = 1e-11, max_rounds: int = 60,
     rank deficient and Newton on all m constraints needs many more CG steps.
     Returns None when a subproblem is undecided (the caller then solves the whole set)."""
     nrm = np.einsum("ja,ja->j", P.D, P.D)
-    S = np.unique(np.concatenate([js[np.argsort(nrm[js])[:init_per_query]]
-                                  for js in np.split(P._order, P._indptr[1:-1]) if js.size]))
+    S = np.unique(
+        np.concatenate(
+            [
+                js[np.argsort(nrm[js])[:init_per_query]]
+                for js in np.split(P._order, P._indptr[1:-1])
+                if js.size
+            ]
+        )
+    )
     lam_all = np.zeros(P.m)
     for r in range(max_rounds):
         sub = Pairs(P.D[S], P.Z, P.query[S])
@@ -660,8 +765,9 @@ def _solve_fro(P: Pairs, solver: str) -> PairSolution:
         return _solve_ldp(P, "fro")
     if solver == "ws":
         return _solve_ws(P)
-    if solver == "wsnewton" or (solver == "auto" and pick_solver(
-            P.m, P.d, P.d2, P.q, "fro") == "wsnewton"):
+    if solver == "wsnewton" or (
+        solver == "auto" and pick_solver(P.m, P.d, P.d2, P.q, "fro") == "wsnewton"
+    ):
         sol = _solve_wsnewton(P)
         if sol is not None:
             return sol
@@ -673,16 +779,24 @@ def _solve_fro(P: Pairs, solver: str) -> PairSolution:
             return _solution(P, P.combine(lam), lam, "fro", "newton")
         if status == "infeasible":
             nb = float(np.linalg.norm(P.combine(farkas)))
-            return _infeasible("Farkas: a convex combination μ of the constraints has "
-                               f"‖Σ μ_j A_j‖_F = {nb:.2e}, so every feasible W has "
-                               f"‖W‖_F ≥ {1 / max(nb, 1e-300):.2e}", "newton", "fro",
-                               farkas=farkas)
+            return _infeasible(
+                "Farkas: a convex combination μ of the constraints has "
+                f"‖Σ μ_j A_j‖_F = {nb:.2e}, so every feasible W has "
+                f"‖W‖_F ≥ {1 / max(nb, 1e-300):.2e}",
+                "newton",
+                "fro",
+                farkas=farkas,
+            )
         if solver == "newton":
             break
     if solver == "auto" and P.m <= CLARABEL_MAX_M:
         return _solve_clarabel(P, "fro")
-    return _infeasible("undecided: the projected Newton method did not reach a certified "
-                       "gap", "newton", "fro", status="inaccurate")
+    return _infeasible(
+        "undecided: the projected Newton method did not reach a certified gap",
+        "newton",
+        "fro",
+        status="inaccurate",
+    )
 
 
 def _solve_nuc(P: Pairs, solver: str, fro: PairSolution | None = None) -> PairSolution:
@@ -694,7 +808,7 @@ def _solve_nuc(P: Pairs, solver: str, fro: PairSolution | None = None) -> PairSo
     W, lam, gap = _nuc_alm(P, fro.W, fro.duals)
     mu = float(P.margins(W).min())
     if 0 < mu < 1:
-        W = W / mu                 # feasible exactly; the certificate accounts for it
+        W = W / mu  # feasible exactly; the certificate accounts for it
     sol = _solution(P, W, lam, "nuc", "alm")
     if sol.gap > NUC_GAP and solver == "auto" and P.m <= CLARABEL_MAX_M:
         ref = _solve_clarabel(P, "nuc")
@@ -705,7 +819,7 @@ def _solve_nuc(P: Pairs, solver: str, fro: PairSolution | None = None) -> PairSo
     return sol
 
 
-NUC_GAP = 1e-6    # the nuclear solutions' certified relative gap, at most
+NUC_GAP = 1e-6  # the nuclear solutions' certified relative gap, at most
 
 
 def solve_pairs(D, Z, query, norm: str = "fro", *, solver: str = "auto") -> PairSolution:
@@ -732,16 +846,30 @@ def solve_pairs(D, Z, query, norm: str = "fro", *, solver: str = "auto") -> Pair
     P = Pairs(D, Z, query)
     if P.m == 0:
         W = np.zeros((P.d, P.d2))
-        return PairSolution(W=W, duals=np.zeros(0), feasible=True, status="optimal",
-                            objective=0.0, min_margin=np.inf, gap=0.0, dual_residual=0.0,
-                            solver="none", norm=norm)
+        return PairSolution(
+            W=W,
+            duals=np.zeros(0),
+            feasible=True,
+            status="optimal",
+            objective=0.0,
+            min_margin=np.inf,
+            gap=0.0,
+            dual_residual=0.0,
+            solver="none",
+            norm=norm,
+        )
     zero = (np.linalg.norm(D, axis=1) == 0) | (np.linalg.norm(Z, axis=1) == 0)[query]
     if zero.any():
         j = int(np.argmax(zero))
         mu = np.zeros(P.m)
         mu[j] = 1.0
-        return _infeasible(f"constraint {j} is zero (a token equal to the selected one along "
-                           "its query, or a zero query)", "check", norm, farkas=mu)
+        return _infeasible(
+            f"constraint {j} is zero (a token equal to the selected one along "
+            "its query, or a zero query)",
+            "check",
+            norm,
+            farkas=mu,
+        )
     if solver == "CLARABEL":
         return _solve_clarabel(P, norm)
     return _solve_fro(P, solver) if norm == "fro" else _solve_nuc(P, solver)

@@ -42,6 +42,7 @@ tolerance, in the relative interior of the optimal set, so its support tokens ar
 at every optimum — local optimality in these norms is judged with that set. The ℓp solutions,
 1 < p < ∞, are unique (accurate to ~√gap ≈ 1e-5 in W; value and certificate to ~1e-10).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -57,17 +58,17 @@ from .conic import dual_nuc_problem as _dual_nuc_problem
 from .conic import dual_status as _dual_status
 from .problems import Problem, check_alpha, check_choice, check_float, optimal_tokens, token_scores
 
-NORMS = ("fro", "nuc")                                 # the paper's two (generalized SVM too)
-SVM_NORMS = NORMS + ("lp", "max", "spectral")          # solve_att_svm's `norm`
-MAX_P = 1e3                                            # ℓp exponents above this: use "max"
+NORMS = ("fro", "nuc")  # the paper's two (generalized SVM too)
+SVM_NORMS = NORMS + ("lp", "max", "spectral")  # solve_att_svm's `norm`
+MAX_P = 1e3  # ℓp exponents above this: use "max"
 SOLVERS = ("auto", "CLARABEL", "SCS", "pairs")
 # "auto": Clarabel where its price (`attsvm.limits.svm_work`) is at most this many work units
 # (it is exact there and keeps the reproduced numbers), `attsvm.pairsvm` above: 0.2 s for the
 # Frobenius SVM (Newton's solution is exact to ~1e-14), 2 s for the nuclear one (the ALM's
 # certified gap is ~1e-7, Clarabel's ~1e-10)
 CLARABEL_MAX_WORK = {"fro": 2e8, "nuc": 2e9}
-SUPPORT_TOL = 1e-6        # a constraint with margin ≤ 1 + SUPPORT_TOL is active
-MAX_SELECTIONS = 4096     # enumeration limit of `locally_optimal_selections`
+SUPPORT_TOL = 1e-6  # a constraint with margin ≤ 1 + SUPPORT_TOL is active
+MAX_SELECTIONS = 4096  # enumeration limit of `locally_optimal_selections`
 
 
 @dataclass(frozen=True, eq=False)
@@ -118,10 +119,10 @@ def constraint_rows(prob: Problem, alpha) -> tuple[np.ndarray, np.ndarray]:
 
     One row per attendable token t ≠ α of every (sequence i, query k).
     """
-    Q, _, mask = prob.query_view()                        # (n, K, d), (K, T)
-    A = np.asarray(alpha).reshape(prob.n, -1)             # (n, K)
-    Xsel = np.take_along_axis(prob.X, A[:, :, None], axis=1)           # (n, K, d)
-    D = Xsel[:, :, None, :] - prob.X[:, None, :, :]       # (n, K, T, d)
+    Q, _, mask = prob.query_view()  # (n, K, d), (K, T)
+    A = np.asarray(alpha).reshape(prob.n, -1)  # (n, K)
+    Xsel = np.take_along_axis(prob.X, A[:, :, None], axis=1)  # (n, K, d)
+    D = Xsel[:, :, None, :] - prob.X[:, None, :, :]  # (n, K, T, d)
     rows = np.einsum("nktd,nke->nktde", D, Q).reshape(*D.shape[:3], -1)
     valid = prob.token_mask() & (np.arange(prob.T)[None, None, :] != A[:, :, None])
     idx = np.argwhere(valid)
@@ -132,8 +133,8 @@ def problem_pairs(prob: Problem, alpha):
     """Att-SVM_α's constraints as pairs (`attsvm.pairsvm`): D (m, d) rows x_{iα} − x_it,
     Z (n·K, d) the queries, query (m,) the row of Z of each, and idx (m, 3) their (i, k, t),
     in `constraint_rows`' order (⟨A_j, W⟩ = D_jᵀ W Z[query_j])."""
-    Q, _, _ = prob.query_view()                           # (n, K, d)
-    A = np.asarray(alpha).reshape(prob.n, -1)             # (n, K)
+    Q, _, _ = prob.query_view()  # (n, K, d)
+    A = np.asarray(alpha).reshape(prob.n, -1)  # (n, K)
     valid = prob.token_mask() & (np.arange(prob.T)[None, None, :] != A[:, :, None])
     idx = np.argwhere(valid)
     i, k, t = idx.T
@@ -149,16 +150,16 @@ def _unflatten(prob: Problem, idx, values, fill):
     return out[:, 0, :] if prob.queries == "single" else out
 
 
-def margins_and_support(prob: Problem, rows, idx, W, alpha, *,
-                        support_tol: float = SUPPORT_TOL):
+def margins_and_support(prob: Problem, rows, idx, W, alpha, *, support_tol: float = SUPPORT_TOL):
     """Token margins (x_{iα_i} − x_it)ᵀ W z_i and support tokens of a solution W.
 
     rows, idx: `constraint_rows(prob, alpha)`. Returns margins (n, T) ((n, T, T) in sequence
     modes; 0 at α_i, NaN where masked) and support (same shape, bool): margin ≤ 1 +
     support_tol, never the selected token.
     """
-    return margins_support_from(prob, idx, rows @ np.asarray(W).reshape(-1), alpha,
-                                support_tol=support_tol)
+    return margins_support_from(
+        prob, idx, rows @ np.asarray(W).reshape(-1), alpha, support_tol=support_tol
+    )
 
 
 def margins_support_from(prob: Problem, idx, marg, alpha, *, support_tol: float = SUPPORT_TOL):
@@ -199,10 +200,11 @@ def _span(M: np.ndarray, rtol: float = 1e-12) -> np.ndarray:
 
 
 def _solve_dual_fro(rows: np.ndarray, d: int):
-    G = rows @ rows.T                                      # (m, m) Gram matrix ⟨A_j, A_k⟩
+    G = rows @ rows.T  # (m, m) Gram matrix ⟨A_j, A_k⟩
     lam = cp.Variable(rows.shape[0], name="lambda")
-    prob = cp.Problem(cp.Minimize(0.5 * cp.quad_form(lam, cp.psd_wrap(G)) - cp.sum(lam)),
-                      [lam >= 0])
+    prob = cp.Problem(
+        cp.Minimize(0.5 * cp.quad_form(lam, cp.psd_wrap(G)) - cp.sum(lam)), [lam >= 0]
+    )
     prob.solve(solver=SOLVER, **SOLVER_OPTS)
     status = _dual_status(prob.status)
     if status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or lam.value is None:
@@ -211,7 +213,7 @@ def _solve_dual_fro(rows: np.ndarray, d: int):
     return status, (rows.T @ duals).reshape(d, d), duals
 
 
-DPP_MAX_ENTRIES = 4096   # nuclear duals with at most this many constraint-matrix entries are cached
+DPP_MAX_ENTRIES = 4096  # nuclear duals with at most this many constraint-matrix entries are cached
 
 
 @lru_cache(maxsize=32)
@@ -226,19 +228,22 @@ def _compiled_dual_nuc(m: int, rD: int, rZ: int):
 
 
 def _solve_dual_nuc(rows: np.ndarray, d: int):
-    R = rows.reshape(-1, d, d)                             # (m, d, d) matrices A_j
-    UD = _span(R.transpose(1, 0, 2).reshape(d, -1))       # (d, rD) column spaces
-    UZ = _span(R.transpose(2, 0, 1).reshape(d, -1))       # (d, rZ) row spaces
+    R = rows.reshape(-1, d, d)  # (m, d, d) matrices A_j
+    UD = _span(R.transpose(1, 0, 2).reshape(d, -1))  # (d, rD) column spaces
+    UZ = _span(R.transpose(2, 0, 1).reshape(d, -1))  # (d, rZ) row spaces
     rD, rZ, m = UD.shape[1], UZ.shape[1], rows.shape[0]
-    Bv = np.einsum("da,mde,eb->abm", UD, R, UZ).reshape(rD * rZ, -1)   # columns vec(B_j)
+    Bv = np.einsum("da,mde,eb->abm", UD, R, UZ).reshape(rD * rZ, -1)  # columns vec(B_j)
 
     def solve(prob, lam, lmi):
         prob.solve(solver=SOLVER, **SOLVER_OPTS)
         status = _dual_status(prob.status)
-        if (status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or lam.value is None
-                or lmi.dual_value is None):
+        if (
+            status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
+            or lam.value is None
+            or lmi.dual_value is None
+        ):
             return status, None, None
-        M = -2.0 * np.asarray(lmi.dual_value)[:rD, rD:]   # the primal variable in (U_D, U_Z)
+        M = -2.0 * np.asarray(lmi.dual_value)[:rD, rD:]  # the primal variable in (U_D, U_Z)
         return status, UD @ M @ UZ.T, np.asarray(lam.value)
 
     if Bv.size > DPP_MAX_ENTRIES:
@@ -308,7 +313,7 @@ def _solve_primal_norm(rows: np.ndarray, d: int, norm: str, p, solver: str):
     (multipliers of min ‖W‖, not of a square)."""
     w = cp.Variable(d * d, name="w")
     if norm == "lp":
-        obj = cp.pnorm(w, p, approx=False)         # power cones: the exact p, no rounding
+        obj = cp.pnorm(w, p, approx=False)  # power cones: the exact p, no rounding
     elif norm == "max":
         obj = cp.norm_inf(w)
     else:
@@ -322,8 +327,11 @@ def _solve_primal_norm(rows: np.ndarray, d: int, norm: str, p, solver: str):
             prob.solve(solver=solver)
     except cp.error.SolverError as exc:
         return f"solver_error: {exc}".splitlines()[0][:200], None, None
-    if (prob.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) and w.value is not None
-            and con.dual_value is not None):
+    if (
+        prob.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
+        and w.value is not None
+        and con.dual_value is not None
+    ):
         return prob.status, np.asarray(w.value).reshape(d, d), np.asarray(con.dual_value)
     return prob.status, None, None
 
@@ -338,16 +346,33 @@ def _solve_by_pairs(prob, alpha, norm, p, support_tol, pairs, infeasible) -> Svm
         return infeasible(sol.status + (f" ({sol.reason})" if sol.reason else ""))
     marg = pairsvm.Pairs(D, Z, query).margins(sol.W)
     margins, support = margins_support_from(prob, idx, marg, alpha, support_tol=support_tol)
-    return SvmSolution(W=sol.W, feasible=True, status=sol.status, support=support,
-                       margins=margins, duals=_unflatten(prob, idx, sol.duals, np.nan),
-                       alpha=alpha, norm=norm, objective=sol.objective, p=p,
-                       solver=sol.solver, min_margin=sol.min_margin, gap=sol.gap,
-                       dual_residual=sol.dual_residual)
+    return SvmSolution(
+        W=sol.W,
+        feasible=True,
+        status=sol.status,
+        support=support,
+        margins=margins,
+        duals=_unflatten(prob, idx, sol.duals, np.nan),
+        alpha=alpha,
+        norm=norm,
+        objective=sol.objective,
+        p=p,
+        solver=sol.solver,
+        min_margin=sol.min_margin,
+        gap=sol.gap,
+        dual_residual=sol.dual_residual,
+    )
 
 
-def solve_att_svm(prob: Problem, alpha=None, norm: str = "fro", *,
-                  support_tol: float = SUPPORT_TOL, solver: str = "auto",
-                  p: float | None = None) -> SvmSolution:
+def solve_att_svm(
+    prob: Problem,
+    alpha=None,
+    norm: str = "fro",
+    *,
+    support_tol: float = SUPPORT_TOL,
+    solver: str = "auto",
+    p: float | None = None,
+) -> SvmSolution:
     """Solve Att-SVM_α (norm="fro") or Att-SVM*_α (norm="nuc").
 
     Args:
@@ -382,25 +407,62 @@ def solve_att_svm(prob: Problem, alpha=None, norm: str = "fro", *,
     D, Z, query, idx = problem_pairs(prob, alpha)
 
     def infeasible(status):
-        return SvmSolution(W=None, feasible=False, status=status, support=np.zeros(shape, bool),
-                           margins=None, duals=None, alpha=alpha, norm=norm, objective=None,
-                           p=p, solver="check" if solver == "auto" else solver)
+        return SvmSolution(
+            W=None,
+            feasible=False,
+            status=status,
+            support=np.zeros(shape, bool),
+            margins=None,
+            duals=None,
+            alpha=alpha,
+            norm=norm,
+            objective=None,
+            p=p,
+            solver="check" if solver == "auto" else solver,
+        )
 
-    if D.shape[0] == 0:            # T = 1 (or nothing to separate): W = 0 is optimal
-        W = np.zeros((prob.d, prob.d))
-        return SvmSolution(W=W, feasible=True, status="optimal", support=np.zeros(shape, bool),
-                           margins=_unflatten(prob, idx, np.zeros(0), np.nan), duals=None,
-                           alpha=alpha, norm=norm, objective=0.0, p=p, min_margin=np.inf,
-                           gap=0.0, dual_residual=0.0)
+    if D.shape[0] == 0:  # T = 1 (or nothing to separate): W = 0 is optimal
+        return _nothing_to_separate(prob, alpha, norm, p, shape, idx)
     # Any token identical to the selected one (after the query) makes a zero row: infeasible.
     if np.any(np.all(D == 0, axis=1)):
         return infeasible("infeasible (a token equals the selected one along its query)")
     if solver == "auto":
-        fast = norm in NORMS and svm_work(n=prob.n, T=prob.T, d=prob.d, norm=norm,
-                                          queries=prob.queries) > CLARABEL_MAX_WORK[norm]
+        fast = (
+            norm in NORMS
+            and svm_work(n=prob.n, T=prob.T, d=prob.d, norm=norm, queries=prob.queries)
+            > CLARABEL_MAX_WORK[norm]
+        )
         solver = "pairs" if fast else SOLVER
     if solver == "pairs":
         return _solve_by_pairs(prob, alpha, norm, p, support_tol, (D, Z, query, idx), infeasible)
+    return _solve_by_rows(prob, alpha, norm, p, solver, support_tol, (D, Z, query), infeasible)
+
+
+def _nothing_to_separate(prob: Problem, alpha, norm: str, p, shape, idx) -> SvmSolution:
+    """No constraint (T = 1): W = 0 is optimal, with a trivially exact certificate."""
+    return SvmSolution(
+        W=np.zeros((prob.d, prob.d)),
+        feasible=True,
+        status="optimal",
+        support=np.zeros(shape, bool),
+        margins=_unflatten(prob, idx, np.zeros(0), np.nan),
+        duals=None,
+        alpha=alpha,
+        norm=norm,
+        objective=0.0,
+        p=p,
+        min_margin=np.inf,
+        gap=0.0,
+        dual_residual=0.0,
+    )
+
+
+def _solve_by_rows(
+    prob: Problem, alpha, norm: str, p, solver: str, support_tol: float, pairs, infeasible
+) -> SvmSolution:
+    """The (m, d²) constraint rows handed to cvxpy (Clarabel or SCS); Frobenius and nuclear
+    solutions certified by `pairsvm.certify` on the same pairs (D, Z, query)."""
+    D, Z, query = pairs
     rows, idx = constraint_rows(prob, alpha)
     if norm in NORMS:
         status, W, duals = _solve_rows(rows, prob.d, norm, solver)
@@ -413,14 +475,32 @@ def solve_att_svm(prob: Problem, alpha=None, norm: str = "fro", *,
     cert = (None, None, None)
     if norm in NORMS:
         cert = pairsvm.certify(pairsvm.Pairs(D, Z, query), W, duals, norm)[1:]
-    return SvmSolution(W=W, feasible=True, status=status, support=support, margins=margins,
-                       duals=_unflatten(prob, idx, duals, np.nan), alpha=alpha,
-                       norm=norm, objective=float(obj), p=p, solver=solver,
-                       min_margin=cert[0], gap=cert[1], dual_residual=cert[2])
+    return SvmSolution(
+        W=W,
+        feasible=True,
+        status=status,
+        support=support,
+        margins=margins,
+        duals=_unflatten(prob, idx, duals, np.nan),
+        alpha=alpha,
+        norm=norm,
+        objective=float(obj),
+        p=p,
+        solver=solver,
+        min_margin=cert[0],
+        gap=cert[1],
+        dual_residual=cert[2],
+    )
 
 
-def is_locally_optimal(prob: Problem, alpha, *, norm: str = "fro",
-                       solution: SvmSolution | None = None, p: float | None = None) -> bool:
+def is_locally_optimal(
+    prob: Problem,
+    alpha,
+    *,
+    norm: str = "fro",
+    solution: SvmSolution | None = None,
+    p: float | None = None,
+) -> bool:
     """α is locally optimal: Att-SVM_α is feasible and every support token t of sequence i
     scores below the selected one, γ_{iα_i} > γ_it (docs/theory.md §2.4) — the support set
     being that of the SVM in `norm` (with `p` for "lp"), or of `solution` when given."""
@@ -442,9 +522,15 @@ def supports_score_lower(scores: np.ndarray, alpha, support: np.ndarray) -> bool
     return bool(np.all(~support | (scores < sel)))
 
 
-def classify_selection(prob: Problem, alpha, *, norm: str = "fro",
-                       solution: SvmSolution | None = None, p: float | None = None) -> str:
-    """"global" (α = opt, feasible), "local" (locally optimal), "feasible" (SVM feasible but
+def classify_selection(
+    prob: Problem,
+    alpha,
+    *,
+    norm: str = "fro",
+    solution: SvmSolution | None = None,
+    p: float | None = None,
+) -> str:
+    """ "global" (α = opt, feasible), "local" (locally optimal), "feasible" (SVM feasible but
     not locally optimal) or "infeasible" — judged with the SVM in `norm` (`p` for "lp").
     `solution`: Att-SVM_α if already solved."""
     alpha = check_alpha(prob, alpha)
@@ -460,9 +546,13 @@ def classify_selection(prob: Problem, alpha, *, norm: str = "fro",
     return "global" if np.array_equal(opt, alpha) else "local"
 
 
-def locally_optimal_selections(prob: Problem, *, norm: str = "fro",
-                               max_selections: int = MAX_SELECTIONS,
-                               p: float | None = None) -> list[dict]:
+def locally_optimal_selections(
+    prob: Problem,
+    *,
+    norm: str = "fro",
+    max_selections: int = MAX_SELECTIONS,
+    p: float | None = None,
+) -> list[dict]:
     """Every selection α (T^n of them; single-query problems) with its SVM status.
 
     Returns a list of dicts: alpha (tuple), status ("global" / "local" / "feasible" /
@@ -471,12 +561,16 @@ def locally_optimal_selections(prob: Problem, *, norm: str = "fro",
     """
     p = check_norm(norm, p)
     if prob.queries != "single":
-        raise ValueError("`prob` must be a single-query problem to enumerate selections; "
-                         f"got queries={prob.queries!r}")
-    total = prob.T ** prob.n
+        raise ValueError(
+            "`prob` must be a single-query problem to enumerate selections; "
+            f"got queries={prob.queries!r}"
+        )
+    total = prob.T**prob.n
     if total > max_selections:
-        raise ValueError(f"`prob` must have T**n ≤ {max_selections} selections to enumerate; "
-                         f"got {prob.T}**{prob.n} = {total}")
+        raise ValueError(
+            f"`prob` must have T**n ≤ {max_selections} selections to enumerate; "
+            f"got {prob.T}**{prob.n} = {total}"
+        )
     g = token_scores(prob)
     try:
         opt = tuple(int(a) for a in optimal_tokens(prob))
@@ -491,8 +585,7 @@ def locally_optimal_selections(prob: Problem, *, norm: str = "fro",
         else:
             local = supports_score_lower(g, alpha, sol.support)
             status = ("global" if a == opt else "local") if local else "feasible"
-        out.append(dict(alpha=a, status=status, objective=sol.objective,
-                        solver_status=sol.status))
+        out.append(dict(alpha=a, status=status, objective=sol.objective, solver_status=sol.status))
     return out
 
 
@@ -562,8 +655,9 @@ def fit_direction(W, W_fin, W_dir) -> tuple[float, np.ndarray]:
     return R, W_fin + R * W_dir
 
 
-def solve_generalized_svm(prob: Problem, W, *, threshold: float = 1e-3,
-                          norm: str = "fro") -> GeneralizedSvm:
+def solve_generalized_svm(
+    prob: Problem, W, *, threshold: float = 1e-3, norm: str = "fro"
+) -> GeneralizedSvm:
     """The generalized SVM of a (nonlinear-head) GD solution W (single-query problems).
 
     W^dir = argmin ‖W‖ s.t. (x_it − x_iτ)ᵀ W z_i = 0 (t, τ ∈ O_i), ≥ 1 (t ∈ O_i, τ ∉ O_i);
@@ -595,18 +689,41 @@ def solve_generalized_svm(prob: Problem, W, *, threshold: float = 1e-3,
         status = f"solver_error: {exc}".splitlines()[0][:200]
     ok = status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) and w.value is not None
     W_dir = np.asarray(w.value).reshape(d, d) if ok else None
-    W_fin: np.ndarray | None
-    if len(E) == 0 or norm == "fro":
-        W_fin = least_norm_fin(E, a, first, ei, et, d)
-    else:   # equality-constrained least nuclear norm
-        wf = cp.Variable(d * d)
-        pf = cp.Problem(cp.Minimize(cp.normNuc(cp.reshape(wf, (d, d), order="C"))),
-                        [-E @ wf == a[ei, et] - a[ei, first[ei]]])
-        pf.solve(solver=SOLVER, **SOLVER_OPTS)
-        W_fin = np.asarray(wf.value).reshape(d, d) if wf.value is not None else None
+    W_fin = _finite_part(E, a, first, ei, et, d, norm)
     if not ok or W_fin is None:
-        return GeneralizedSvm(selected=sel, W_dir=W_dir, W_fin=W_fin, R=None, W_pred=None,
-                              feasible=False, status=status, norm=norm)
+        return GeneralizedSvm(
+            selected=sel,
+            W_dir=W_dir,
+            W_fin=W_fin,
+            R=None,
+            W_pred=None,
+            feasible=False,
+            status=status,
+            norm=norm,
+        )
     R, W_pred = fit_direction(W, W_fin, W_dir)
-    return GeneralizedSvm(selected=sel, W_dir=W_dir, W_fin=W_fin, R=R, W_pred=W_pred,
-                          feasible=True, status=status, norm=norm)
+    return GeneralizedSvm(
+        selected=sel,
+        W_dir=W_dir,
+        W_fin=W_fin,
+        R=R,
+        W_pred=W_pred,
+        feasible=True,
+        status=status,
+        norm=norm,
+    )
+
+
+def _finite_part(E, a, first, ei, et, d: int, norm: str) -> np.ndarray | None:
+    """W^fin of `solve_generalized_svm`: the least-norm W whose logit gaps inside the
+    selected sets equal GD's (least squares for "fro", a conic program for "nuc")."""
+    if len(E) == 0 or norm == "fro":
+        return least_norm_fin(E, a, first, ei, et, d)
+    else:  # equality-constrained least nuclear norm
+        wf = cp.Variable(d * d)
+        pf = cp.Problem(
+            cp.Minimize(cp.normNuc(cp.reshape(wf, (d, d), order="C"))),
+            [-E @ wf == a[ei, et] - a[ei, first[ei]]],
+        )
+        pf.solve(solver=SOLVER, **SOLVER_OPTS)
+        return np.asarray(wf.value).reshape(d, d) if wf.value is not None else None

@@ -8,6 +8,7 @@ the reference) in the same run where its price (`limits.svm_work`) is under
 the largest relative difference of W (Frobenius) or objective (nuclear). Numbers are of this
 machine at the time of the run: on a shared machine read the ratios, measured in one run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,16 +48,31 @@ def bench_one(n, T, d, queries, norm, *, repeats=1, clarabel_seconds=120.0):
     prob = random_problem(n, T, d, seed=0, queries=queries)
     D, Z, query, _ = problem_pairs(prob, optimal_tokens(prob))
     t, sol = _timed(lambda: pairsvm.solve_pairs(D, Z, query, norm), repeats)
-    row = dict(size=f"({n}, {T}, {d})", queries=queries, norm=norm, m=len(D), method=sol.solver,
-               seconds=t, gap=sol.gap, min_margin=sol.min_margin, status=sol.status,
-               clarabel=None, ratio=None, clarabel_gap=None, diff=None)
+    row = dict(
+        size=f"({n}, {T}, {d})",
+        queries=queries,
+        norm=norm,
+        m=len(D),
+        method=sol.solver,
+        seconds=t,
+        gap=sol.gap,
+        min_margin=sol.min_margin,
+        status=sol.status,
+        clarabel=None,
+        ratio=None,
+        clarabel_gap=None,
+        diff=None,
+    )
     price = limits.seconds(limits.svm_work(n=n, T=T, d=d, norm=norm, queries=queries))
     if price <= clarabel_seconds:
         tc, ref = _timed(lambda: pairsvm.solve_pairs(D, Z, query, norm, solver="CLARABEL"), 1)
         row.update(clarabel=tc, ratio=tc / t, clarabel_gap=ref.gap)
         if ref.feasible and sol.feasible:
-            row["diff"] = (np.linalg.norm(sol.W - ref.W) / np.linalg.norm(ref.W) if norm == "fro"
-                           else abs(sol.objective - ref.objective) / ref.objective)
+            row["diff"] = (
+                np.linalg.norm(sol.W - ref.W) / np.linalg.norm(ref.W)
+                if norm == "fro"
+                else abs(sol.objective - ref.objective) / ref.objective
+            )
     return row
 
 
@@ -96,10 +112,18 @@ def bench_pretrained(layer, head, n_sentences, solvers, *, repeats=1):
     D, Z, query = pretrained_pairs(layer, head, n_sentences)
     rows = []
     for solver in solvers:
-        t, sol = _timed(lambda s=solver: pairsvm.solve_pairs(D, Z, query, "fro", solver=s),
-                        repeats)
-        rows.append(dict(solver=solver, method=sol.solver, m=len(D), seconds=t, gap=sol.gap,
-                         min_margin=sol.min_margin, status=sol.status))
+        t, sol = _timed(lambda s=solver: pairsvm.solve_pairs(D, Z, query, "fro", solver=s), repeats)
+        rows.append(
+            dict(
+                solver=solver,
+                method=sol.solver,
+                m=len(D),
+                seconds=t,
+                gap=sol.gap,
+                min_margin=sol.min_margin,
+                status=sol.status,
+            )
+        )
     return rows
 
 
@@ -110,33 +134,46 @@ def _fmt(x, spec):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--clarabel-seconds", type=float, default=120.0,
-                    help="run Clarabel where its price is at most this many seconds")
+    ap.add_argument(
+        "--clarabel-seconds",
+        type=float,
+        default=120.0,
+        help="run Clarabel where its price is at most this many seconds",
+    )
     ap.add_argument("--only", default="", help="norm ('fro' or 'nuc') to run alone")
     ap.add_argument("--max-m", type=int, default=10**9, help="skip sizes with more constraints")
-    ap.add_argument("--pretrained", default="",
-                    help="instead: real heads 'L0H2,L1H8' of the pretrained model (audit)")
+    ap.add_argument(
+        "--pretrained",
+        default="",
+        help="instead: real heads 'L0H2,L1H8' of the pretrained model (audit)",
+    )
     ap.add_argument("--sentences", type=int, default=100, help="sentences for --pretrained")
     ap.add_argument("--solvers", default="auto", help="solvers for --pretrained, '+'-joined")
     args = ap.parse_args(argv)
     if args.pretrained:
         _main_pretrained(args)
         return
-    print("| size | queries | norm | m | method | time (s) | Clarabel (s) | ratio | gap | "
-          "min margin − 1 | Clarabel gap | W / value diff |")
+    print(
+        "| size | queries | norm | m | method | time (s) | Clarabel (s) | ratio | gap | "
+        "min margin − 1 | Clarabel gap | W / value diff |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n, T, d, queries, norm in SIZES:
         if args.only and norm != args.only:
             continue
         if limits._constraints(n, T, queries) > args.max_m:
             continue
-        r = bench_one(n, T, d, queries, norm, repeats=args.repeats,
-                      clarabel_seconds=args.clarabel_seconds)
+        r = bench_one(
+            n, T, d, queries, norm, repeats=args.repeats, clarabel_seconds=args.clarabel_seconds
+        )
         mm = None if r["min_margin"] is None else r["min_margin"] - 1
-        print(f"| {r['size']} | {queries} | {norm} | {r['m']} | {r['method']} | "
-              f"{r['seconds']:.3g} | {_fmt(r['clarabel'], '.3g')} | {_fmt(r['ratio'], '.0f')} | "
-              f"{_fmt(r['gap'], '.1e')} | {_fmt(mm, '.1e')} | {_fmt(r['clarabel_gap'], '.1e')} | "
-              f"{_fmt(r['diff'], '.1e')} |", flush=True)
+        print(
+            f"| {r['size']} | {queries} | {norm} | {r['m']} | {r['method']} | "
+            f"{r['seconds']:.3g} | {_fmt(r['clarabel'], '.3g')} | {_fmt(r['ratio'], '.0f')} | "
+            f"{_fmt(r['gap'], '.1e')} | {_fmt(mm, '.1e')} | {_fmt(r['clarabel_gap'], '.1e')} | "
+            f"{_fmt(r['diff'], '.1e')} |",
+            flush=True,
+        )
 
 
 def _main_pretrained(args):
@@ -144,12 +181,16 @@ def _main_pretrained(args):
     print("|---|---|---|---|---|---|---|---|---|")
     for tag in args.pretrained.split(","):
         layer, head = (int(v) for v in tag.strip().upper().lstrip("L").split("H"))
-        for r in bench_pretrained(layer, head, args.sentences, args.solvers.split("+"),
-                                  repeats=args.repeats):
+        for r in bench_pretrained(
+            layer, head, args.sentences, args.solvers.split("+"), repeats=args.repeats
+        ):
             mm = None if r["min_margin"] is None else r["min_margin"] - 1
-            print(f"| {tag} | {args.sentences} | {r['m']} | {r['solver']} | {r['method']} | "
-                  f"{r['seconds']:.3g} | {_fmt(r['gap'], '.1e')} | {_fmt(mm, '.1e')} | "
-                  f"{r['status']} |", flush=True)
+            print(
+                f"| {tag} | {args.sentences} | {r['m']} | {r['solver']} | {r['method']} | "
+                f"{r['seconds']:.3g} | {_fmt(r['gap'], '.1e')} | {_fmt(mm, '.1e')} | "
+                f"{r['status']} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 """attsvm.limits: prices, refusals that name the largest size that fits, time budgets."""
+
 from __future__ import annotations
 
 import threading
@@ -34,15 +35,30 @@ def test_mode_reads_the_environment_and_falls_back_to_local(monkeypatch):
 
 
 def test_hosted_caps_are_tighter_than_local_on_every_axis():
-    for f in ("max_work", "max_runs", "max_steps", "max_n", "max_T", "max_d", "max_svm_solves",
-              "max_record_floats", "max_upload_bytes", "action_seconds", "session_seconds"):
+    for f in (
+        "max_work",
+        "max_runs",
+        "max_steps",
+        "max_n",
+        "max_T",
+        "max_d",
+        "max_svm_solves",
+        "max_record_floats",
+        "max_upload_bytes",
+        "action_seconds",
+        "session_seconds",
+    ):
         assert getattr(HOSTED, f) < getattr(LOCAL, f), f
 
 
 def test_mode_caps_lie_within_the_library_input_ranges():
     from attsvm import problems
+
     assert (problems.MAX_N, problems.MAX_T, problems.MAX_D) == (
-        limits.MAX_N, limits.MAX_T, limits.MAX_D)          # one home: limits
+        limits.MAX_N,
+        limits.MAX_T,
+        limits.MAX_D,
+    )  # one home: limits
     for L in LIMITS.values():
         assert L.max_n <= limits.MAX_N and L.max_T <= limits.MAX_T and L.max_d <= limits.MAX_D
 
@@ -67,8 +83,9 @@ def test_svm_work_grows_with_every_size_and_the_nuclear_norm_costs_more():
     assert limits.svm_work(**base, queries="causal") < limits.svm_work(**base, queries="sequence")
 
 
-@pytest.mark.parametrize("name, value", [("n", 33), ("T", 33), ("d", 65), ("steps", 20_001),
-                                         ("runs", 501)])
+@pytest.mark.parametrize(
+    "name, value", [("n", 33), ("T", 33), ("d", 65), ("steps", 20_001), ("runs", 501)]
+)
 def test_a_setting_above_its_hosted_cap_is_refused_by_name(name, value):
     kw = {**dict(n=4, T=4, d=4, steps=10, runs=1), name: value}
     with pytest.raises(BudgetError, match=f"`{name}` must be at most .* in hosted mode; got "):
@@ -147,7 +164,7 @@ def test_session_budget_refuses_once_spent_then_recovers_as_the_window_slides():
         b.check()
     wait = int(str(info.value).split("try again in ")[1].split()[0])
     assert wait == pytest.approx(HOSTED.session_window - 100, abs=1)
-    clock.t += wait + 1                # the first charge left the window
+    clock.t += wait + 1  # the first charge left the window
     b.check()
     assert b.spent() == pytest.approx(HOSTED.session_seconds / 2)
 
@@ -164,7 +181,7 @@ def test_compute_slots_bound_concurrency_and_are_reentrant():
 
     def work():
         with budget.compute_slot(L):
-            with budget.compute_slot(L):          # nested: no second slot, no deadlock
+            with budget.compute_slot(L):  # nested: no second slot, no deadlock
                 with lock:
                     inside[0] += 1
                     peak[0] = max(peak[0], inside[0])

@@ -5,6 +5,7 @@ Reference: min ‖W‖ (Frobenius, nuclear) s.t. Σ_ab D_ja W_ab z_b ≥ 1 writt
 cvxpy on the full (d, d2) matrix (no reduction, no dual), solved by Clarabel at tight
 tolerances; feasibility decided by a linear program in scipy's HiGHS.
 """
+
 from __future__ import annotations
 
 import cvxpy as cp
@@ -46,8 +47,13 @@ def primal_reference(D, Z, query, norm):
 
 def lp_feasible(D, Z, query):
     rows = np.einsum("ja,jb->jab", D, Z[query]).reshape(len(D), -1)
-    res = linprog(np.zeros(rows.shape[1]), A_ub=-rows, b_ub=-np.ones(len(D)),
-                  bounds=[(None, None)] * rows.shape[1], method="highs")
+    res = linprog(
+        np.zeros(rows.shape[1]),
+        A_ub=-rows,
+        b_ub=-np.ones(len(D)),
+        bounds=[(None, None)] * rows.shape[1],
+        method="highs",
+    )
     return res.status == 0
 
 
@@ -62,7 +68,7 @@ def check_certificate(sol, D, Z, query, *, gap_tol, res_tol=1e-6):
     assert sol.min_margin == pytest.approx(mu, rel=1e-12)
     if sol.norm == "fro":
         assert np.linalg.norm(W - B) <= res_tol * np.linalg.norm(W)
-        primal = 0.5 * np.sum(W * W) / mu ** 2
+        primal = 0.5 * np.sum(W * W) / mu**2
         dual = lam.sum() - 0.5 * np.sum(B * B)
     else:
         s1 = np.linalg.svd(B, compute_uv=False)[0]
@@ -103,12 +109,12 @@ def test_nuclear_agrees_with_the_primal(shape, solver):
 @pytest.mark.parametrize("norm", ["fro", "nuc"])
 @pytest.mark.parametrize("seed", range(4))
 def test_feasibility_decisions_match_an_lp(norm, seed):
-    D, Z, query = planted(30, 3, 4, 5, seed, flip=seed)   # seed 0: feasible
+    D, Z, query = planted(30, 3, 4, 5, seed, flip=seed)  # seed 0: feasible
     sol = pairsvm.solve_pairs(D, Z, query, norm)
     assert sol.feasible == lp_feasible(D, Z, query)
     if not sol.feasible:
         assert sol.W is None and sol.reason
-        if sol.farkas is not None:      # a Farkas certificate: μ ≥ 0, Σ μ = 1, Σ μ_j A_j = 0
+        if sol.farkas is not None:  # a Farkas certificate: μ ≥ 0, Σ μ = 1, Σ μ_j A_j = 0
             mu = sol.farkas
             B = np.einsum("j,ja,jb->ab", mu, D, Z[query])
             assert mu.min() >= 0 and mu.sum() == pytest.approx(1.0)
@@ -140,8 +146,13 @@ def test_bad_inputs_are_refused():
 
 
 # -- attention problems (attsvm.svm's constraints) -------------------------------------------
-ATTENTION = [((4, 5, 6), "single"), ((8, 8, 10), "single"), ((3, 4, 5), "sequence"),
-             ((4, 5, 6), "causal"), ((8, 8, 10), "sequence")]
+ATTENTION = [
+    ((4, 5, 6), "single"),
+    ((8, 8, 10), "single"),
+    ((3, 4, 5), "sequence"),
+    ((4, 5, 6), "causal"),
+    ((8, 8, 10), "sequence"),
+]
 
 
 @pytest.mark.parametrize("norm", ["fro", "nuc"])

@@ -6,6 +6,7 @@ origin; its solution is w = A_Sᵀ (A_S A_Sᵀ)⁻¹ 1 for the active set S with
 (A_S A_Sᵀ)⁻¹ 1 ≥ 0 and every other constraint satisfied. `exact_min_norm` finds S by
 enumeration (small problems only), with no solver.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -58,8 +59,13 @@ def exact_min_norm(A):
 
 def lp_feasible(A):
     """Is {w : A w ≥ 1} non-empty? (HiGHS LP, independent of cvxpy/Clarabel.)"""
-    res = linprog(np.zeros(A.shape[1]), A_ub=-A, b_ub=-np.ones(A.shape[0]),
-                  bounds=[(None, None)] * A.shape[1], method="highs")
+    res = linprog(
+        np.zeros(A.shape[1]),
+        A_ub=-A,
+        b_ub=-np.ones(A.shape[0]),
+        bounds=[(None, None)] * A.shape[1],
+        method="highs",
+    )
     return res.status == 0
 
 
@@ -78,18 +84,18 @@ def assert_kkt(prob, sol, *, tol=1e-7):
     # the reported margins are the constraint values
     marg = sol.margins if sol.margins.ndim == 3 else sol.margins[:, None, :]
     np.testing.assert_allclose(marg[ii], margins_ref, rtol=1e-10, atol=1e-10)
-    assert margins_ref.min() >= 1 - tol                               # primal feasibility
-    assert lam.min() >= -tol * scale                                  # dual feasibility
-    assert np.max(np.abs(lam * (margins_ref - 1))) <= tol * scale     # complementary slackness
+    assert margins_ref.min() >= 1 - tol  # primal feasibility
+    assert lam.min() >= -tol * scale  # dual feasibility
+    assert np.max(np.abs(lam * (margins_ref - 1))) <= tol * scale  # complementary slackness
     M = np.einsum("m,mde->de", lam, A)
     if sol.norm == "fro":
-        assert rel(M, W) <= tol                                       # stationarity
+        assert rel(M, W) <= tol  # stationarity
         np.testing.assert_allclose(sol.objective, np.linalg.norm(W), rtol=1e-12)
     else:
         nuc = np.linalg.svd(W, compute_uv=False).sum()
         np.testing.assert_allclose(sol.objective, nuc, rtol=1e-12)
-        assert np.linalg.norm(M, 2) <= 1 + tol                        # dual feasible certificate
-        np.testing.assert_allclose(lam.sum(), nuc, rtol=tol)          # zero duality gap
+        assert np.linalg.norm(M, 2) <= 1 + tol  # dual feasible certificate
+        np.testing.assert_allclose(lam.sum(), nuc, rtol=tol)  # zero duality gap
     # support tokens are exactly the active constraints
     active = np.zeros(marg.shape, bool)
     active[ii] = margins_ref <= 1 + attsvm.svm.SUPPORT_TOL
@@ -105,8 +111,9 @@ def test_every_solution_satisfies_its_kkt_conditions(case, norm):
         prob = attsvm.random_problem(2, 4, 6, seed=1, queries=case)
         alpha = None
     else:
-        prob = attsvm.random_problem(4, 5, 6, seed=2, attention="self" if case == "self"
-                                     else "cross")
+        prob = attsvm.random_problem(
+            4, 5, 6, seed=2, attention="self" if case == "self" else "cross"
+        )
         alpha = None if case != "local-alpha" else np.array([1, 3, 0, 4])
     sol = attsvm.solve_att_svm(prob, alpha, norm=norm)
     assert sol.status == "optimal"
@@ -128,7 +135,7 @@ def test_frobenius_and_nuclear_solutions_differ_on_a_generic_instance():
     prob = attsvm.random_problem(5, 5, 10, seed=0)
     fro = attsvm.solve_att_svm(prob, norm="fro")
     nuc = attsvm.solve_att_svm(prob, norm="nuc")
-    assert fro.objective <= np.linalg.norm(nuc.W) + 1e-8         # each minimizes its own norm
+    assert fro.objective <= np.linalg.norm(nuc.W) + 1e-8  # each minimizes its own norm
     assert nuc.objective <= np.linalg.svd(fro.W, compute_uv=False).sum() + 1e-8
     assert attsvm.correlation(fro.W, nuc.W) < 0.99
 
@@ -144,8 +151,9 @@ def test_fact2_single_sequence_two_tokens(norm):
     closed = np.outer(dx, z) / (dx @ dx * (z @ z))
     assert rel(sol.W, closed) < (1e-8 if norm == "fro" else NUC_TOL)
     assert metrics.numerical_rank(sol.W, rtol=1e-6) == 1
-    np.testing.assert_allclose(np.linalg.norm(sol.W), 1 / (np.linalg.norm(dx) *
-                                                          np.linalg.norm(z)), rtol=1e-7)
+    np.testing.assert_allclose(
+        np.linalg.norm(sol.W), 1 / (np.linalg.norm(dx) * np.linalg.norm(z)), rtol=1e-7
+    )
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -153,7 +161,7 @@ def test_fact3_single_sequence_is_a_vector_svm(seed):
     """W^mm = W^mm_⋆ = w⋆ zᵀ/‖z‖², w⋆ = argmin ‖w‖ s.t. (x_α − x_t)ᵀ w ≥ 1."""
     prob = attsvm.random_problem(1, 5, 4, seed=seed)
     a = int(attsvm.optimal_tokens(prob)[0])
-    D = prob.X[0, a] - np.delete(prob.X[0], a, axis=0)          # (T-1, d)
+    D = prob.X[0, a] - np.delete(prob.X[0], a, axis=0)  # (T-1, d)
     w = exact_min_norm(D)
     z = prob.Z[0]
     closed = np.outer(w, z) / (z @ z)
@@ -216,8 +224,8 @@ def test_fact5_ranks_of_the_two_svms():
         sol = attsvm.solve_att_svm(prob, norm="nuc")
         s = np.linalg.svd(sol.W, compute_uv=False)
         nuc.append(metrics.numerical_rank(sol.W))
-        assert s[nuc[-1]] < 1e-6 * s[0]            # a clean spectral gap, not a threshold artefact
-    assert fro == [5] * 8                           # rank ≤ n, and = n here
+        assert s[nuc[-1]] < 1e-6 * s[0]  # a clean spectral gap, not a threshold artefact
+    assert fro == [5] * 8  # rank ≤ n, and = n here
     assert 1.5 <= np.mean(nuc) <= 3.5 and max(nuc) < 5
 
 
@@ -252,8 +260,9 @@ def test_fact7_geometry2_svms():
     np.testing.assert_allclose(np.linalg.svd(nuc.W, compute_uv=False), [1.609, 0.263], atol=2e-3)
     # one support token per sequence: tokens 3 and 5 (1-based)
     np.testing.assert_array_equal(np.argwhere(fro.support), [[0, 2], [1, 4]])
-    np.testing.assert_allclose(fro.margins, [[0, 1.403, 1.000, 1.118, 1.220],
-                                             [0, 1.173, 1.610, 1.128, 1.000]], atol=2e-3)
+    np.testing.assert_allclose(
+        fro.margins, [[0, 1.403, 1.000, 1.118, 1.220], [0, 1.173, 1.610, 1.128, 1.000]], atol=2e-3
+    )
 
 
 # -- fact 14: the MMTS p-SVM is our SVM with every query z_i = e_1 -----------------------------
@@ -271,7 +280,7 @@ def p_svm(keys, alpha, norm="fro"):
 
 
 def test_fact14_mmts_single_input_p_svm():
-    keys = [[[-0.1, 1.0], [1.0, 0.0], [0.0, 0.0]]]       # docs/theory.md §4 P1 (first two coords)
+    keys = [[[-0.1, 1.0], [1.0, 0.0], [0.0, 0.0]]]  # docs/theory.md §4 P1 (first two coords)
     for norm, tol in (("fro", 1e-8), ("nuc", NUC_TOL)):
         p = p_svm(keys, [0], norm)
         np.testing.assert_allclose(p, [-0.0990, 0.9901], atol=1e-4)
@@ -350,7 +359,7 @@ def test_selection_statuses_follow_the_definition():
         g = attsvm.token_scores(prob)
         opt = tuple(attsvm.optimal_tokens(prob))
         table = attsvm.locally_optimal_selections(prob)
-        assert len(table) == prob.T ** prob.n
+        assert len(table) == prob.T**prob.n
         statuses = {r["alpha"]: r["status"] for r in table}
         assert statuses[opt] == "global"
         for alpha, status in statuses.items():
@@ -383,7 +392,7 @@ def test_generalized_svm_reduces_to_att_svm_for_one_hot_attention():
 def test_generalized_svm_with_multi_token_selection():
     prob = attsvm.random_problem(3, 4, 6, seed=1, head="relu")
     W0 = np.random.default_rng(3).standard_normal((6, 6))
-    for c in np.geomspace(0.5, 50, 40):             # a scale where some O_i has 2..T-1 tokens
+    for c in np.geomspace(0.5, 50, 40):  # a scale where some O_i has 2..T-1 tokens
         a = np.einsum("ntd,de,ne->nt", prob.X, c * W0, prob.Z)
         s = np.exp(a - a.max(1, keepdims=True))
         s /= s.sum(1, keepdims=True)
@@ -402,10 +411,9 @@ def test_generalized_svm_with_multi_token_selection():
         np.testing.assert_allclose(L_dir[i, O] - L_dir[i, O][0], 0.0, atol=1e-7)
         if (~O).any():
             assert L_dir[i, O].min() - L_dir[i, ~O].max() >= 1 - 1e-7
-        np.testing.assert_allclose(L_fin[i, O] - L_fin[i, O][0], a[i, O] - a[i, O][0],
-                                   atol=1e-8)
+        np.testing.assert_allclose(L_fin[i, O] - L_fin[i, O][0], a[i, O] - a[i, O][0], atol=1e-8)
     assert abs(np.sum(gen.W_dir * gen.W_fin)) < 1e-7 * np.linalg.norm(gen.W_fin) + 1e-12
-    R = np.sum((c * W0 - gen.W_fin) * gen.W_dir) / np.sum(gen.W_dir ** 2)
+    R = np.sum((c * W0 - gen.W_fin) * gen.W_dir) / np.sum(gen.W_dir**2)
     np.testing.assert_allclose(gen.R, R, rtol=1e-10)
     np.testing.assert_allclose(gen.W_pred, gen.W_fin + gen.R * gen.W_dir, rtol=1e-12)
 
@@ -419,7 +427,7 @@ def test_cached_nuclear_dual_equals_a_freshly_built_one(monkeypatch):
     assert len(probs) >= 2
     cached = [attsvm.solve_att_svm(p, norm="nuc") for p in probs]
     assert svm._compiled_dual_nuc.cache_info().hits >= 1
-    monkeypatch.setattr(svm, "DPP_MAX_ENTRIES", -1)       # build every problem afresh
+    monkeypatch.setattr(svm, "DPP_MAX_ENTRIES", -1)  # build every problem afresh
     fresh = [attsvm.solve_att_svm(p, norm="nuc") for p in probs]
     for a, b in zip(cached, fresh, strict=True):
         assert a.feasible and b.feasible

@@ -1,5 +1,6 @@
 """The `svm-hierarchy` experiment: registered like the others, its frames consistent with
 `attsvm.audit_stack` on the same runs."""
+
 import numpy as np
 import pytest
 
@@ -18,11 +19,14 @@ def result():
 
 def test_registered_as_a_follow_up_with_a_price_and_a_chart(result):
     from attsvm_charts.experiments import chart
+
     assert "svm-hierarchy" in experiments.FOLLOWUPS
     assert "svm-hierarchy" not in experiments.EXPERIMENTS
     assert experiments.price("svm-hierarchy").seconds > 0
-    assert budget.price("svm-hierarchy", experiments.settings("svm-hierarchy", **TINY)).sizes[
-        "solves"] == 2 * (1 + 2) * 2
+    assert (
+        budget.price("svm-hierarchy", experiments.settings("svm-hierarchy", **TINY)).sizes["solves"]
+        == 2 * (1 + 2) * 2
+    )
     chart(result).to_dict()
     assert "Found:" in result.summary["text"]
     with pytest.raises(ValueError, match="`heads`"):
@@ -31,11 +35,12 @@ def test_registered_as_a_follow_up_with_a_price_and_a_chart(result):
 
 def test_frames_match_an_audit_of_the_same_run(result):
     heads, layers = result.frames["heads"], result.frames["layers"]
-    assert len(heads) == 2 * 2 * (1 + 2)                   # runs × layers × heads, summed
+    assert len(heads) == 2 * 2 * (1 + 2)  # runs × layers × heads, summed
     prob = attsvm.random_problem(4, 4, 4, 1, attention="self", query_index=3)
-    init = attsvm.stack.stack_init(prob, 2, 2, seed=0, index=1)     # run 1 of the batch
-    run = attsvm.train_stack(prob, layers=2, heads=2, steps=300, lr=0.1, record_every=300,
-                             init=init)
+    init = attsvm.stack.stack_init(prob, 2, 2, seed=0, index=1)  # run 1 of the batch
+    run = attsvm.train_stack(
+        prob, layers=2, heads=2, steps=300, lr=0.1, record_every=300, init=init
+    )
     audit = attsvm.stack.audit_stack(prob, run)
     mine = heads[(heads.heads == 2) & (heads.run == 1)].sort_values(["layer", "head"])
     np.testing.assert_allclose(mine.cos, audit.cos.ravel(), rtol=1e-6)

@@ -18,6 +18,7 @@ independent solves agree to VALUE_TOL = 1e-7 relative (measured ≲ 1e-9); the u
 (1 < p < ∞) agree to W_TOL = 2e-5 (measured 2e-6..5e-6: an interior point's W is accurate to about
 the square root of its gap, ~1e-10).
 """
+
 from __future__ import annotations
 
 import cvxpy as cp
@@ -32,12 +33,19 @@ from attsvm.svm import SUPPORT_TOL, matrix_norm
 
 CERT_TOL = 1e-7
 VALUE_TOL = 1e-7
-W_TOL = 2e-5     # an interior point's W is accurate to ~√(gap): measured 2e-6..5e-6 (p ≠ 2)
+W_TOL = 2e-5  # an interior point's W is accurate to ~√(gap): measured 2e-6..5e-6 (p ≠ 2)
 OK = ("optimal", "optimal_inaccurate")
 TIGHT = dict(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10, max_iter=400)
 
-CASES = [("lp", 1.5), ("lp", 3.0), ("lp", 1.25), ("lp", 4 / 3), ("lp", 1.0), ("max", None),
-         ("spectral", None)]
+CASES = [
+    ("lp", 1.5),
+    ("lp", 3.0),
+    ("lp", 1.25),
+    ("lp", 4 / 3),
+    ("lp", 1.0),
+    ("max", None),
+    ("spectral", None),
+]
 
 
 def np_norm(W, norm, p=None):
@@ -68,11 +76,19 @@ def certificate(prob, sol):
     marg = np.einsum("mde,de->m", A, sol.W)
     G = np.einsum("m,mde->de", lam, A)
     nW = np_norm(sol.W, sol.norm, sol.p)
-    return dict(primal=max(0.0, 1 - marg.min()), dual_sign=max(0.0, -lam.min()),
-                slack=float(np.max(np.abs(lam * (marg - 1)))) / nW,
-                dual_norm=np_dual_norm(G, sol.norm, sol.p) - 1,
-                gap=abs(lam.sum() - nW) / nW,
-                align=abs(np.sum(G * sol.W) - nW) / nW), A, ii, marg
+    return (
+        dict(
+            primal=max(0.0, 1 - marg.min()),
+            dual_sign=max(0.0, -lam.min()),
+            slack=float(np.max(np.abs(lam * (marg - 1)))) / nW,
+            dual_norm=np_dual_norm(G, sol.norm, sol.p) - 1,
+            gap=abs(lam.sum() - nW) / nW,
+            align=abs(np.sum(G * sol.W) - nW) / nW,
+        ),
+        A,
+        ii,
+        marg,
+    )
 
 
 def assert_optimal(prob, sol):
@@ -95,8 +111,11 @@ def independent_dual_value(A, norm, p):
     lam = cp.Variable(m)
     G = cp.reshape(A.reshape(m, -1).T @ lam, (d, d), order="C")
     if norm == "lp":
-        dn = cp.norm_inf(cp.vec(G, order="F")) if p == 1.0 else \
-            cp.pnorm(cp.vec(G, order="F"), p / (p - 1), approx=True)
+        dn = (
+            cp.norm_inf(cp.vec(G, order="F"))
+            if p == 1.0
+            else cp.pnorm(cp.vec(G, order="F"), p / (p - 1), approx=True)
+        )
     elif norm == "max":
         dn = cp.norm1(cp.vec(G, order="F"))
     else:
@@ -111,23 +130,24 @@ def independent_primal(A, norm, p):
     """(value, W or None) of min ‖W‖ s.t. ⟨A_j, W⟩ ≥ 1 in another formulation."""
     m, d, _ = A.shape
     rows = A.reshape(m, -1)
-    if norm == "max":            # LP: min t s.t. −t ≤ w ≤ t, rows w ≥ 1  (HiGHS, no cvxpy)
+    if norm == "max":  # LP: min t s.t. −t ≤ w ≤ t, rows w ≥ 1  (HiGHS, no cvxpy)
         nv = d * d
         c = np.r_[np.zeros(nv), 1.0]
         I = np.eye(nv)
-        A_ub = np.block([[I, -np.ones((nv, 1))], [-I, -np.ones((nv, 1))],
-                         [-rows, np.zeros((m, 1))]])
+        A_ub = np.block(
+            [[I, -np.ones((nv, 1))], [-I, -np.ones((nv, 1))], [-rows, np.zeros((m, 1))]]
+        )
         b_ub = np.r_[np.zeros(2 * nv), -np.ones(m)]
         res = linprog(c, A_ub=A_ub, b_ub=b_ub, bounds=[(None, None)] * (nv + 1), method="highs")
         assert res.status == 0
         return res.fun, None
     W = cp.Variable((d, d))
     cons = [rows @ cp.vec(W, order="C") >= 1]
-    if norm == "lp":             # Σ |w|^p (power atom), then the p-th root
+    if norm == "lp":  # Σ |w|^p (power atom), then the p-th root
         pr = cp.Problem(cp.Minimize(cp.sum(cp.power(cp.abs(W), p))), cons)
         pr.solve(solver="CLARABEL", **TIGHT)
         return pr.value ** (1 / p), W.value
-    t = cp.Variable()            # spectral: [[t I, W], [Wᵀ, t I]] ⪰ 0
+    t = cp.Variable()  # spectral: [[t I, W], [Wᵀ, t I]] ⪰ 0
     S = cp.Variable((2 * d, 2 * d), symmetric=True)
     cons += [S[:d, :d] == t * np.eye(d), S[d:, d:] == t * np.eye(d), S[:d, d:] == W, S >> 0]
     pr = cp.Problem(cp.Minimize(t), cons)
@@ -143,10 +163,10 @@ def test_every_norm_satisfies_its_dual_certificate_and_matches_independent_solve
     assert_optimal(prob, sol)
     A, _ = constraint_matrices(prob, sol.alpha)
     dual = independent_dual_value(A, norm, p)
-    assert abs(dual - sol.objective) <= VALUE_TOL * sol.objective       # strong duality
+    assert abs(dual - sol.objective) <= VALUE_TOL * sol.objective  # strong duality
     val, W = independent_primal(A, norm, p)
     assert abs(val - sol.objective) <= VALUE_TOL * sol.objective
-    if norm == "lp" and p > 1:                                          # unique minimizer
+    if norm == "lp" and p > 1:  # unique minimizer
         assert rel(sol.W, W) <= W_TOL
 
 
@@ -156,8 +176,9 @@ def test_certificate_holds_for_every_problem_kind(case, norm, p):
     if case in ("sequence", "causal"):
         prob, alpha = attsvm.random_problem(2, 4, 6, seed=1, queries=case), None
     else:
-        prob = attsvm.random_problem(4, 5, 6, seed=2, attention="self" if case == "self"
-                                     else "cross")
+        prob = attsvm.random_problem(
+            4, 5, 6, seed=2, attention="self" if case == "self" else "cross"
+        )
         alpha = None if case != "local-alpha" else np.array([1, 3, 0, 4])
     assert_optimal(prob, attsvm.solve_att_svm(prob, alpha, norm=norm, p=p))
 
@@ -177,17 +198,19 @@ def test_lp_norms_order_and_interpolate():
     """‖W‖_p is non-increasing in p, so the optimal ℓp values are too (a feasible W for one p
     is feasible for all); the p → ∞ and p = 1 ends meet the max-norm and ℓ1 solutions."""
     prob = attsvm.random_problem(4, 5, 6, seed=3)
-    vals = [attsvm.solve_att_svm(prob, norm="lp", p=p).objective
-            for p in (1.0, 1.25, 1.5, 2.0, 3.0, 8.0, 64.0)]
+    vals = [
+        attsvm.solve_att_svm(prob, norm="lp", p=p).objective
+        for p in (1.0, 1.25, 1.5, 2.0, 3.0, 8.0, 64.0)
+    ]
     assert all(a >= b * (1 - 1e-9) for a, b in zip(vals, vals[1:], strict=False))
     vmax = attsvm.solve_att_svm(prob, norm="max").objective
-    assert vals[-1] >= vmax and vals[-1] <= vmax * (prob.d ** 2) ** (1 / 64)
+    assert vals[-1] >= vmax and vals[-1] <= vmax * (prob.d**2) ** (1 / 64)
 
 
 def test_infeasible_selection_is_a_result_in_every_norm():
     prob = attsvm.random_problem(2, 3, 2, seed=0)
     X = prob.X.copy()
-    X[0, 1] = X[0, 0]                         # token 1 equals the selected token 0
+    X[0, 1] = X[0, 0]  # token 1 equals the selected token 0
     bad = prob.with_(X=X)
     for norm, p in CASES:
         sol = attsvm.solve_att_svm(bad, np.array([0, 0]), norm=norm, p=p)
@@ -214,15 +237,18 @@ def test_local_optimality_uses_each_norms_support_set():
             assert attsvm.is_locally_optimal(prob, alpha, norm=norm, p=p) == local
 
 
-@pytest.mark.parametrize("kw,match", [
-    (dict(norm="lp"), "`p` must be given"),
-    (dict(norm="lp", p=0.5), "`p` must be"),
-    (dict(norm="lp", p=float("inf")), "`p` must be"),
-    (dict(norm="lp", p=float("nan")), "`p` must be"),
-    (dict(norm="fro", p=2), "`p` must be None unless"),
-    (dict(norm="max", p=3), "`p` must be None unless"),
-    (dict(norm="l3"), "`norm` must be"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(norm="lp"), "`p` must be given"),
+        (dict(norm="lp", p=0.5), "`p` must be"),
+        (dict(norm="lp", p=float("inf")), "`p` must be"),
+        (dict(norm="lp", p=float("nan")), "`p` must be"),
+        (dict(norm="fro", p=2), "`p` must be None unless"),
+        (dict(norm="max", p=3), "`p` must be None unless"),
+        (dict(norm="l3"), "`norm` must be"),
+    ],
+)
 def test_bad_norm_arguments_are_rejected(kw, match):
     prob = attsvm.random_problem(2, 3, 3, seed=0)
     with pytest.raises(ValueError, match=match):
@@ -234,8 +260,9 @@ def test_matrix_norm_matches_numpy_and_does_not_overflow():
     for p in (1.0, 1.5, 3.0):
         np.testing.assert_allclose(matrix_norm(W, "lp", p), np_norm(W, "lp", p), rtol=1e-13)
     np.testing.assert_allclose(matrix_norm(W, "spectral"), np.linalg.norm(W, 2), rtol=1e-13)
-    np.testing.assert_allclose(matrix_norm(1e300 * W, "lp", 3.0), 1e300 * np_norm(W, "lp", 3.0),
-                               rtol=1e-13)
+    np.testing.assert_allclose(
+        matrix_norm(1e300 * W, "lp", 3.0), 1e300 * np_norm(W, "lp", 3.0), rtol=1e-13
+    )
 
 
 def test_the_norm_changes_which_selections_are_locally_optimal():

@@ -37,8 +37,8 @@ from .core import (
 )
 
 NAME = "overparameterization"
-HELPED = True   # its SVMs go to helper processes where allowed (`core.ordered_map`)
-BLOCK = 64      # runs per block of SVMs (`ordered_concat`); the answers do not depend on it
+HELPED = True  # its SVMs go to helper processes where allowed (`core.ordered_map`)
+BLOCK = 64  # runs per block of SVMs (`ordered_concat`); the answers do not depend on it
 TITLE = "Over-parameterization: share of GD runs reaching the global / a local optimum"
 # docs/theory.md §4 E6 (official-code re-run, 50 runs per d, n=6, T=8)
 REFERENCE = {
@@ -90,7 +90,11 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
         base, share = j / len(s.ds), 1 / len(s.ds)
         probs = _draw(s.n, s.T, d, [s.data_seed + r for r in range(s.runs)])
         tr = train_settings(
-            probs, s, record_every=s.steps, progress=progress, at=(base, 0.9 * share, f"d={d}"),
+            probs,
+            s,
+            record_every=s.steps,
+            progress=progress,
+            at=(base, 0.9 * share, f"d={d}"),
             rebuild=lambda idx, d=d: (_draw, (s.n, s.T, d, [s.data_seed + int(r) for r in idx])),
             **AUTHORS_GRADIENT,  # the official code's loop: its numbers are the reference
         )
@@ -98,8 +102,10 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
         progress(base + 0.92 * share, f"d={d}: SVMs")
         # the runs' SVMs in blocks, shared with helper processes where the caller allows
         # them (`core.ordered_concat`; the CLI does), while the next d's GD waits
-        blocks = [(probs[k:k + BLOCK], alphas[k:k + BLOCK], norm_for(s.param))
-                  for k in range(0, len(probs), BLOCK)]
+        blocks = [
+            (probs[k : k + BLOCK], alphas[k : k + BLOCK], norm_for(s.param))
+            for k in range(0, len(probs), BLOCK)
+        ]
         for r, c in enumerate(ordered_concat(classify_runs, blocks)):
             rows.append(
                 dict(
@@ -163,20 +169,39 @@ def price(s: Settings) -> tuple:
     """(items, floats, sizes) of a run with `s` (`budget.Price`), from `run`'s loop sizes."""
     items, floats = [], 0
     for d in s.ds:
-        (what, w), f = gd_price(f"d={d}: GD", n=s.n, T=s.T, d=d, steps=s.steps, runs=s.runs,
-                           param=s.param, record_every=s.steps)
+        (what, w), f = gd_price(
+            f"d={d}: GD",
+            n=s.n,
+            T=s.T,
+            d=d,
+            steps=s.steps,
+            runs=s.runs,
+            param=s.param,
+            record_every=s.steps,
+        )
         items.append((what, w))
         floats = max(floats, f)
-        items.append((f"d={d}: SVMs at α and at opt",
-                      limits.bulk_svm_work(n=s.n, T=s.T, d=d, norm=NORM_OF[s.param],
-                                           solves=s.runs)
-                      + limits.bulk_svm_work(n=s.n, T=s.T, d=d, solves=s.runs)))
-    return items, floats, dict(n=s.n, T=s.T, d=max(s.ds), steps=s.steps, runs=s.runs,
-                               solves=2 * s.runs * len(s.ds))
+        items.append(
+            (
+                f"d={d}: SVMs at α and at opt",
+                limits.bulk_svm_work(n=s.n, T=s.T, d=d, norm=NORM_OF[s.param], solves=s.runs)
+                + limits.bulk_svm_work(n=s.n, T=s.T, d=d, solves=s.runs),
+            )
+        )
+    return (
+        items,
+        floats,
+        dict(n=s.n, T=s.T, d=max(s.ds), steps=s.steps, runs=s.runs, solves=2 * s.runs * len(s.ds)),
+    )
 
 
 RECORD = Experiment(
-    name=NAME, title=TITLE, paper=PAPER, Settings=Settings, run=run, price=price,
+    name=NAME,
+    title=TITLE,
+    paper=PAPER,
+    Settings=Settings,
+    run=run,
+    price=price,
     chart="attsvm_charts.experiments:overparameterization",
     tiny=dict(ds=(2, 6), runs=4, steps=200),
     helped=HELPED,

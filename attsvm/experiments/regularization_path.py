@@ -255,18 +255,27 @@ def run(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result
 # -- the record: what the registry, CLI, store, budget and Reproduce page read --------
 def price(s: Settings) -> tuple:
     """(items, floats, sizes) of a run with `s` (`budget.Price`), from `run`'s loop sizes."""
-    items = [(f"Att-SVM ({nm})", limits.svm_work(n=s.n, T=s.T, d=s.d, norm=nm))
-             for nm in ("fro", "nuc")]
+    items = [
+        (f"Att-SVM ({nm})", limits.svm_work(n=s.n, T=s.T, d=s.d, norm=nm)) for nm in ("fro", "nuc")
+    ]
     mins = s.radii * (s.restarts + 1)
     for param in s.params:
-        items.append((f"{param}: {mins} minimizations over spheres",
-                      limits.sphere_work(n=s.n, T=s.T, d=s.d, param=param,
-                                         minimizations=mins)))
+        items.append(
+            (
+                f"{param}: {mins} minimizations over spheres",
+                limits.sphere_work(n=s.n, T=s.T, d=s.d, param=param, minimizations=mins),
+            )
+        )
     return items, 0, dict(n=s.n, T=s.T, d=s.d, solves=2)
 
 
 RECORD = Experiment(
-    name=NAME, title=TITLE, paper=PAPER, Settings=Settings, run=run, price=price,
+    name=NAME,
+    title=TITLE,
+    paper=PAPER,
+    Settings=Settings,
+    run=run,
+    price=price,
     chart="attsvm_charts.experiments:regularization_path",
     tiny=dict(n=3, T=4, d=4, radii=4, r_max=50.0, restarts=0),
 )

@@ -39,7 +39,7 @@ from .core import (
 )
 
 NAME = "svm-rank"
-HELPED = True   # its SVMs go to helper processes where allowed (`core.ordered_map`)
+HELPED = True  # its SVMs go to helper processes where allowed (`core.ordered_map`)
 TITLE = "Rank of W^mm (Frobenius) vs W^mm_* (nuclear) as d grows"
 STYLES = ("accurate", "published")
 PAPER = (
@@ -133,7 +133,7 @@ def _cell_accurate(s, n, T, d):
     while feasible < s.runs and seed < s.seed + s.max_draws:
         top = min(seed + block, s.seed + s.max_draws)
         rows += rank_rows(n, T, d, range(seed, top), rtol=s.rtol, quota=s.runs - feasible)
-        feasible += sum(r["used"] for r in rows[-(top - seed):])
+        feasible += sum(r["used"] for r in rows[-(top - seed) :])
         rate = max(feasible, 1) / (top - s.seed)
         seed = top
         block = int(min(s.max_draws, max(s.runs, 1.2 * (s.runs - feasible) / rate)))
@@ -261,13 +261,13 @@ def price(s: Settings) -> tuple:
     items, solves = [], 0
     for n, T in s.pairs:
         for d in s.ds:
-            if s.style == "accurate":     # draws until `runs` feasible: max_draws at worst
+            if s.style == "accurate":  # draws until `runs` feasible: max_draws at worst
                 fro = limits.bulk_svm_work(n=n, T=T, d=d, solves=s.max_draws)
                 nuc = limits.bulk_svm_work(n=n, T=T, d=d, norm="nuc", solves=s.runs)
             else:
                 fro = limits.bulk_svm_work(n=n, T=T, d=d, solves=s.runs)
                 nuc = limits.svm_work(n=n, T=T, d=d, norm="nuc", solves=s.runs)
-            solves += 2 * s.runs     # the count cap: the solves kept (extra draws: in work)
+            solves += 2 * s.runs  # the count cap: the solves kept (extra draws: in work)
             items.append((f"n={n}, T={T}, d={d}: SVMs", fro + nuc))
     n = max(p[0] for p in s.pairs)
     T = max(p[1] for p in s.pairs)
@@ -275,7 +275,12 @@ def price(s: Settings) -> tuple:
 
 
 RECORD = Experiment(
-    name=NAME, title=TITLE, paper=PAPER, Settings=Settings, run=run, price=price,
+    name=NAME,
+    title=TITLE,
+    paper=PAPER,
+    Settings=Settings,
+    run=run,
+    price=price,
     chart="attsvm_charts.experiments:svm_rank",
     tiny=dict(pairs=((5, 5),), ds=(2, 5), runs=5, max_draws=60),
     notes=NOTES,

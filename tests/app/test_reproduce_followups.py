@@ -26,8 +26,7 @@ SMALL = {
 # follow-ups whose defaults are priced over the hosted budget (every bundled sentence; 60
 # (K, Q) runs of 20k steps, and 20 segments of them; 48 stacks and their heads' SVMs): the
 # results store serves their defaults
-OVER_HOSTED = {"real-words", "rank-staircase", "weight-decay", "svm-hierarchy",
-               "pretrained-heads"}
+OVER_HOSTED = {"real-words", "rank-staircase", "weight-decay", "svm-hierarchy", "pretrained-heads"}
 
 
 def test_every_follow_up_has_a_card_under_its_own_heading():
@@ -46,7 +45,7 @@ def test_every_follow_up_has_a_card_under_its_own_heading():
 def test_a_follow_up_card_runs_and_offers_its_files(name):
     at = open_page("reproduce.py")
     for field, value in SMALL[name].items():
-        if isinstance(value, tuple):            # typed as a Python literal
+        if isinstance(value, tuple):  # typed as a Python literal
             at.text_input(key=f"repro-{name}-{field}").set_value(repr(value))
         else:
             at.number_input(key=f"repro-{name}-{field}").set_value(value)

@@ -201,8 +201,9 @@ def _run(name: str, overrides: dict, price, refused):
         )
         return
     try:
-        res = cache.experiment(name, experiments.settings(
-            name, **json.loads(st.session_state[last])))
+        res = cache.experiment(
+            name, experiments.settings(name, **json.loads(st.session_state[last]))
+        )
     except ValueError as exc:  # settings over the budget, infeasible data, …
         st.error(f"**Cannot run this:** {hosted.escape_markdown(exc)}", icon="🚫")
         return
