@@ -61,3 +61,16 @@ def fixture_npz():
 def fixture_problem(fixture_npz):
     F = fixture_npz
     return attsvm.Problem(X=F["X"], Y=F["Y"], Z=F["Z"], v=F["v"])
+
+
+@pytest.fixture(autouse=True)
+def _main_module_kept():
+    """Streamlit's AppTest runs a page as module `__main__` and leaves it in sys.modules; a
+    later multiprocessing spawn in the same worker (a Dask LocalCluster's worker processes)
+    would then re-run that page's temporary script and die. Each test gets the real one."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    yield
+    if main is not None:
+        sys.modules["__main__"] = main
