@@ -683,13 +683,47 @@ def pick_solver(m: int, d: int, d2: int, q: int, norm: str) -> str:
     return "wsnewton" if m > 2 * p else "newton"
 
 
+def _working_set(P: Pairs, S, solve, tol: float, grow, max_rounds: int):
+    """Constraint generation (a cutting-plane / working-set loop), shared by "ws" and
+    "wsnewton": `solve(S, lam0)` solves the constraints S (lam0: the previous round's duals on
+    S, zero for new members; None in the first round) and returns (W, λ_S), or anything else
+    to stop with (a decided subproblem or None); all m margins of W in one product; the
+    violated ones (margin < 1 − tol), the smallest first, up to grow(|S|) of them, join S;
+    until none is violated, when W is optimal for all m constraints with the duals zero
+    outside S. Returns (W, λ (m,)), the stop value, or None after `max_rounds`."""
+    lam = None
+    for _ in range(max_rounds):
+        out = solve(S, None if lam is None else lam[S])
+        if not isinstance(out, tuple):
+            return out
+        W, lam_S = out
+        lam = np.zeros(P.m)
+        lam[S] = lam_S
+        marg = P.margins(W)
+        viol = np.flatnonzero(marg < 1 - tol)
+        viol = viol[~np.isin(viol, S)]
+        if not viol.size:
+            return W, lam
+        S = np.union1d(S, viol[np.argsort(marg[viol])][: grow(S.size)])
+    return None
+
+
 def _solve_ws(P: Pairs, tol: float = 1e-10, max_rounds: int = 60) -> PairSolution:
-    """Frobenius by constraint generation (a cutting-plane / working-set loop): the exact LDP
-    on a working set S (first, per query, its longest D_j), then all m margins of its W in one
-    product; the violated ones (margin < 1 − tol), the smallest first, up to max(64, |S|/2),
-    join S; until none is violated. The answer is then optimal for all constraints, with the
-    duals zero outside S; an infeasible S makes the whole problem infeasible (its Farkas
-    vector, zero outside S). For low-rank inputs with many redundant constraints."""
+    """Frobenius by `_working_set` around the exact LDP, started from each query's longest
+    D_j and growing by max(64, |S|/2); an infeasible S makes the whole problem infeasible
+    (its Farkas vector, zero outside S). For low-rank inputs with many redundant
+    constraints."""
+
+    def ldp(S, _):
+        sub = _solve_ldp(Pairs(P.D[S], P.Z, P.query[S]), "fro")
+        if sub.feasible:
+            return sub.W, sub.duals
+        mu = None
+        if sub.farkas is not None:
+            mu = np.zeros(P.m)
+            mu[S] = sub.farkas
+        return _infeasible(sub.reason, "ws", "fro", farkas=mu)
+
     S = np.array(
         [
             int(js[np.argmax(np.einsum("ja,ja->j", P.D[js], P.D[js]))])
@@ -697,23 +731,10 @@ def _solve_ws(P: Pairs, tol: float = 1e-10, max_rounds: int = 60) -> PairSolutio
             if js.size
         ]
     )
-    for _ in range(max_rounds):
-        sub = _solve_ldp(Pairs(P.D[S], P.Z, P.query[S]), "fro")
-        if not sub.feasible:
-            mu = None
-            if sub.farkas is not None:
-                mu = np.zeros(P.m)
-                mu[S] = sub.farkas
-            return _infeasible(sub.reason, "ws", "fro", farkas=mu)
-        marg = P.margins(sub.W)
-        viol = np.flatnonzero(marg < 1 - tol)
-        viol = viol[~np.isin(viol, S)]
-        if not viol.size:
-            lam = np.zeros(P.m)
-            lam[S] = sub.duals
-            return _solution(P, sub.W, lam, "fro", "ws")
-        S = np.union1d(S, viol[np.argsort(marg[viol])][: max(64, S.size // 2)])
-    return _infeasible(
+    out = _working_set(P, S, ldp, tol, lambda k: max(64, k // 2), max_rounds)
+    if isinstance(out, tuple):
+        return _solution(P, *out, "fro", "ws")
+    return out or _infeasible(
         "undecided: the working set did not settle", "ws", "fro", status="inaccurate"
     )
 
@@ -721,14 +742,18 @@ def _solve_ws(P: Pairs, tol: float = 1e-10, max_rounds: int = 60) -> PairSolutio
 def _solve_wsnewton(
     P: Pairs, tol: float = 1e-11, max_rounds: int = 60, init_per_query: int = 2
 ) -> PairSolution | None:
-    """Frobenius by constraint generation around the projected Newton–PCG (`_fro_newton`):
-    a working set S (first, per query, its `init_per_query` shortest D_j); Newton on S, warm
-    started from the previous round's duals (zero for the new members); all m margins of its
-    W in one product; the violated ones (margin < 1 − tol), the smallest first, up to
-    max(1024, |S|), join S; until none is violated, when W is optimal for all constraints with
-    the duals zero outside S. For m ≫ d·d2 (sequence problems), where the full dual Gram is
-    rank deficient and Newton on all m constraints needs many more CG steps.
-    Returns None when a subproblem is undecided (the caller then solves the whole set)."""
+    """Frobenius by `_working_set` around the projected Newton–PCG (`_fro_newton`), warm
+    started from the previous round's duals, started from each query's `init_per_query`
+    shortest D_j and growing by max(1024, |S|). For m ≫ d·d2 (sequence problems), where the
+    full dual Gram is rank deficient and Newton on all m constraints needs many more CG
+    steps. Returns None when a subproblem is undecided (the caller then solves the whole
+    set)."""
+
+    def newton(S, lam0):
+        sub = Pairs(P.D[S], P.Z, P.query[S])
+        lam, status, _ = _fro_newton(sub, ldp=False, lam0=lam0)
+        return (sub.combine(lam), lam) if status == "optimal" else None
+
     nrm = np.einsum("ja,ja->j", P.D, P.D)
     S = np.unique(
         np.concatenate(
@@ -739,40 +764,24 @@ def _solve_wsnewton(
             ]
         )
     )
-    lam_all = np.zeros(P.m)
-    for r in range(max_rounds):
-        sub = Pairs(P.D[S], P.Z, P.query[S])
-        lam, status, _ = _fro_newton(sub, ldp=False, lam0=lam_all[S] if r else None)
-        if status != "optimal":
-            return None
-        lam_all = np.zeros(P.m)
-        lam_all[S] = lam
-        W = sub.combine(lam)
-        marg = P.margins(W)
-        viol = np.flatnonzero(marg < 1 - tol)
-        viol = viol[~np.isin(viol, S)]
-        if not viol.size:
-            return _solution(P, W, lam_all, "fro", "wsnewton")
-        S = np.union1d(S, viol[np.argsort(marg[viol])][: max(1024, S.size)])
-    return None
+    out = _working_set(P, S, newton, tol, lambda k: max(1024, k), max_rounds)
+    return _solution(P, *out, "fro", "wsnewton") if isinstance(out, tuple) else None
 
 
 def _solve_fro(P: Pairs, solver: str) -> PairSolution:
-    """The Frobenius SVM by `solver` ("ldp", "newton"); "auto" chains them: the LDP where
-    small, else Newton on the dual, then on the LDP form (which also decides infeasible
-    data), then Clarabel where affordable."""
-    if solver == "ldp":
+    """The Frobenius SVM by `solver` ("ldp", "ws", "wsnewton", "newton"); "auto" chains
+    them: `pick_solver`'s method (the LDP where small, the working-set Newton where m ≫ d·d2),
+    then Newton on the dual, then on the LDP form (which also decides infeasible data), then
+    Clarabel where affordable."""
+    choice = pick_solver(P.m, P.d, P.d2, P.q, "fro") if solver == "auto" else solver
+    if choice == "ldp":
         return _solve_ldp(P, "fro")
-    if solver == "ws":
+    if choice == "ws":
         return _solve_ws(P)
-    if solver == "wsnewton" or (
-        solver == "auto" and pick_solver(P.m, P.d, P.d2, P.q, "fro") == "wsnewton"
-    ):
+    if choice == "wsnewton":
         sol = _solve_wsnewton(P)
         if sol is not None:
             return sol
-    if solver == "auto" and pick_solver(P.m, P.d, P.d2, P.q, "fro") == "ldp":
-        return _solve_ldp(P, "fro")
     for ldp in (False, True):
         lam, status, farkas = _fro_newton(P, ldp=ldp)
         if status == "optimal":
