@@ -88,13 +88,14 @@ def _server(hosted: bool, preload: bool = False):
         stderr=subprocess.DEVNULL,
     )
     base = f"http://127.0.0.1:{port}"
-    for _ in range(240):
+    deadline = time.monotonic() + 120  # polled often: first_page.py times the start
+    while time.monotonic() < deadline and proc.poll() is None:
         try:
             with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as r:
                 if r.read().strip() == b"ok":
                     return proc, base
         except OSError:
-            time.sleep(0.5)
+            time.sleep(0.02)
     proc.kill()
     raise SystemExit("streamlit did not start")
 

@@ -7,79 +7,35 @@ check answers, sees the page's title. Split into "server up" (the health check a
 
     python benchmarks/first_page.py [--runs 3]
 
-`python -m ui.serve` imports the pages' modules in a thread while the server starts and the
-browser loads Streamlit's frontend; `streamlit run app.py` imports them in the first script
-run. A benchmark, not a test: run it by hand on a quiet machine.
+`python -m ui.serve` imports the pages' modules before the server listens; `streamlit run
+app.py` imports them in the first script run. A benchmark, not a test: run it by hand on a quiet machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-COMMANDS = {
-    "ui.serve": ["-m", "ui.serve"],
-    "streamlit run": ["-m", "streamlit", "run", "app.py"],
-}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import first_look  # noqa: E402
+
+COMMANDS = {"ui.serve": True, "streamlit run": False}  # name: started as `python -m ui.serve`
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_healthy(base: str, proc: subprocess.Popen) -> None:
-    while proc.poll() is None:
-        try:
-            with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as r:
-                if r.read().strip() == b"ok":
-                    return
-        except OSError:
-            time.sleep(0.02)
-    raise SystemExit("the server exited before it answered")
-
-
-def first_title(pw, start: list[str]) -> tuple[float, float]:
+def first_title(pw, preload: bool) -> tuple[float, float]:
     """(server up, title after opening) in seconds for one fresh server and browser."""
-    port = _port()
     with tempfile.TemporaryDirectory() as store:
-        env = {**os.environ, "ATTSVM_MODE": "hosted", "ATTSVM_RESULTS": store}
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        os.environ["ATTSVM_RESULTS"] = store  # the server's environment: an empty store
+        browser = pw.chromium.launch(executable_path=first_look.CHROMIUM, args=first_look.ARGS)
         page = browser.new_page()
         t0 = time.perf_counter()
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                *start,
-                "--server.headless",
-                "true",
-                "--server.port",
-                str(port),
-                "--server.address",
-                "127.0.0.1",
-                "--browser.gatherUsageStats",
-                "false",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        proc, base = first_look._server(hosted=True, preload=preload)
         try:
-            base = f"http://127.0.0.1:{port}"
-            _wait_healthy(base, proc)
             up = time.perf_counter() - t0
             page.goto(f"{base}/paper-figures", timeout=120_000)
             page.wait_for_selector('[data-testid="stMain"] h1', timeout=120_000)
@@ -99,8 +55,8 @@ def main(argv=None) -> int:
     totals: dict[str, list[float]] = {name: [] for name in COMMANDS}
     with sync_playwright() as pw:
         for i in range(args.runs):
-            for name, start in COMMANDS.items():
-                up, title = first_title(pw, start)
+            for name, preload in COMMANDS.items():
+                up, title = first_title(pw, preload)
                 totals[name].append(up + title)
                 print(
                     f"run {i}  {name:14s} server up {up:5.2f} s, title {title:5.2f} s "
