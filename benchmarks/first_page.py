@@ -8,7 +8,8 @@ check answers, sees the page's title. Split into "server up" (the health check a
     python benchmarks/first_page.py [--runs 3]
 
 `python -m ui.serve` imports the pages' modules before the server listens; `streamlit run
-app.py` imports them in the first script run. A benchmark, not a test: run it by hand on a quiet machine.
+app.py` imports them in the first script run. A benchmark, not a test: run it by hand on a
+quiet machine.
 """
 
 from __future__ import annotations
