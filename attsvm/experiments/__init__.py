@@ -14,8 +14,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from threadpoolctl import threadpool_limits
-
+from .. import blas
 from ..training import backend as _backend
 from . import budget
 from .core import CLUSTER, Experiment, Progress, Result, no_progress
@@ -73,11 +72,7 @@ def run(name: str, settings_=None, *, progress: Progress = no_progress, **overri
     remote = CLUSTER.get()
     tally = Counter(remote.workers) if remote is not None else None
     t0 = time.perf_counter()
-    # One BLAS thread per call: every matrix here is small (d ≤ a few dozen), where BLAS
-    # threads only add synchronization (measured: the regularization path 2.6 s single-
-    # threaded vs 11-23 s with OpenBLAS threads on a busy 2-core machine). Parallelism comes
-    # from JAX devices and from fastsvm's own threads instead.
-    with threadpool_limits(limits=1, user_api="blas"):
+    with blas.one_thread():
         res = m.run(s, progress=progress)
     progress(1.0, "done")
     where = _backend()

@@ -410,13 +410,11 @@ def stop_helper_processes() -> None:
 def _helper_init(setup=None) -> None:
     """A helper process: `setup` (the caller's process tuning), one BLAS thread, as
     `experiments.run` gives its caller; attsvm imported (the spawned process starts bare)."""
-    from threadpoolctl import threadpool_limits
-
     if setup is not None:
         setup()
-    from .. import fastsvm, svm  # noqa: F401
+    from .. import blas, fastsvm, svm  # noqa: F401
 
-    threadpool_limits(limits=1, user_api="blas")
+    blas.one_thread()
 
 
 def _helpers():
