@@ -298,7 +298,7 @@ def connect(target) -> Remote:
                         threads_per_worker=1,
                         processes=True,
                         host="127.0.0.1",
-                        dashboard_address=None,
+                        dashboard_address="127.0.0.1:0",  # a free local port: clusters may overlap
                         preload=["attsvm.cluster"],
                         silence_logs=40,
                     )

@@ -50,7 +50,7 @@ def dask_client():
         threads_per_worker=1,
         processes=True,
         host="127.0.0.1",
-        dashboard_address=None,
+        dashboard_address="127.0.0.1:0",  # a free local port: clusters may overlap
         preload=["attsvm.cluster"],
         silence_logs=40,
     )
