@@ -42,6 +42,10 @@ SOLVERS = ("auto", "CLARABEL", "ldp", "ws", "wsnewton", "newton", "alm")
 LDP_INFEASIBLE = 1e-13  # |residual| of the LDP's last coordinate meaning "infeasible"
 RHO_GROWTH = 4.0  # ρ ← 4ρ after each outer step (ρ₀ = RHO0/max y)
 RHO0 = 5.0
+# Projected Newton's ε-active set: λ_j ≤ EPS_ACTIVE·max λ with a positive gradient takes a
+# gradient step, not a Newton one; a small ε leaves more to Newton, which needs fewer steps.
+EPS_ACTIVE = 1e-5
+WS_LOOSE_GAP = 1e-7  # the working set's rounds before the last solve to this gap only
 LDP_MAX_ENTRIES = 10_000_000  # the exact small method forms (m, r_D·r_Z) rows: at most this
 
 
@@ -77,6 +81,48 @@ class PairSolution:
 
 
 # -- the structured operators ---------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class Tokens:
+    """The constraints' token form, where each D_j = x_{iα} − x_{it} comes from n sequences
+    of T keys and each sequence's K queries are rows i·K … i·K + K − 1 of Z: with it the
+    products read the (n, T, d) keys instead of the (m, d) differences (T − 1 times fewer
+    numbers when every token is a query), through the logits G_ik = X_i W z_ik.
+
+    X (n, T, d) keys (padding rows unused); alpha (n, K) int, the selected token of each
+    query; flat (m,) int, constraint j's index (i, k, t) raveled in (n, K, T)."""
+
+    X: np.ndarray
+    alpha: np.ndarray
+    flat: np.ndarray
+
+    @property
+    def shape(self) -> tuple:
+        return (self.X.shape[0], self.alpha.shape[1], self.X.shape[1])  # (n, K, T)
+
+    def subset(self, S) -> Tokens:
+        return Tokens(self.X, self.alpha, self.flat[S])
+
+    def margins(self, W, Z) -> np.ndarray:
+        """(x_{iα} − x_{it})ᵀ W z_ik at each constraint: (m,)."""
+        n, K, _ = self.shape
+        V = (Z @ np.asarray(W).T).reshape(n, K, -1)  # (n, K, d): W z_ik
+        G = V @ self.X.transpose(0, 2, 1)  # (n, K, T): x_itᵀ W z_ik
+        G = np.take_along_axis(G, self.alpha[:, :, None], axis=2) - G
+        return G.reshape(-1)[self.flat]
+
+    def combine(self, lam, Z) -> np.ndarray:
+        """Σ_j λ_j (x_{iα} − x_{it}) z_ikᵀ = Σ_ik (Σ_t Λ_ikt x_it) z_ikᵀ with Λ_ik = −λ_ik·
+        plus (Σ_t λ_ikt) at α_ik: (d, d2)."""
+        n, K, T = self.shape
+        L = np.zeros(n * K * T)
+        L[self.flat] = -np.asarray(lam, dtype=np.float64)
+        L = L.reshape(n, K, T)
+        tot = -L.sum(axis=2, keepdims=True)
+        np.put_along_axis(L, self.alpha[:, :, None], tot, axis=2)  # λ_ikα = 0: it is no pair
+        C = L @ self.X  # (n, K, d)
+        return C.reshape(n * K, -1).T @ Z
+
+
 class Pairs:
     """The constraints A_j = D_j z_{k(j)}ᵀ with their structured products.
 
@@ -84,19 +130,27 @@ class Pairs:
 
     CHUNK = 8192  # rows per block of the margin products (bounded temporaries)
 
-    def __init__(self, D, Z, query):
+    def __init__(self, D, Z, query, tokens: Tokens | None = None):
         self.D = np.ascontiguousarray(D, dtype=np.float64)
         self.Z = np.ascontiguousarray(Z, dtype=np.float64)
         self.query = np.asarray(query, dtype=np.int64)
         self.m, self.d = self.D.shape
         self.q, self.d2 = self.Z.shape
+        self.tokens = tokens
         # the pattern of S (q, m), S[k(j), j] = λ_j, in CSR form: C = S D
         self._order = np.argsort(self.query, kind="stable")
         self._indptr = np.concatenate([[0], np.cumsum(np.bincount(self.query, minlength=self.q))])
-        self._ZZ = self.Z @ self.Z.T if self.q <= 2 * self.d2 else None
+        self._ZZ = self.Z @ self.Z.T if self.q <= 2 * self.d2 and tokens is None else None
+
+    def subset(self, S) -> Pairs:
+        """The constraints S alone (the same queries Z)."""
+        tokens = None if self.tokens is None else self.tokens.subset(S)
+        return Pairs(self.D[S], self.Z, self.query[S], tokens)
 
     def combine(self, lam) -> np.ndarray:
         """B(λ) = Σ_j λ_j A_j = Cᵀ Z, C_k = Σ_{j: k(j)=k} λ_j D_j: (d, d2)."""
+        if self.tokens is not None:
+            return self.tokens.combine(lam, self.Z)
         return self._sums(lam).T @ self.Z
 
     def _sums(self, lam) -> np.ndarray:
@@ -109,6 +163,8 @@ class Pairs:
 
     def margins(self, W) -> np.ndarray:
         """⟨A_j, W⟩ = D_jᵀ W z_{k(j)}: (m,)."""
+        if self.tokens is not None:
+            return self.tokens.margins(W, self.Z)
         return self._rowdot(np.asarray(W) @ self.Z.T)  # (d, q)
 
     def gram(self, lam) -> np.ndarray:
@@ -282,6 +338,33 @@ def _solve_clarabel(P: Pairs, norm: str) -> PairSolution:
 
 
 # -- public ---------------------------------------------------------------------------------
+def _check_tokens(tokens: Tokens | None, D, Z, query) -> Tokens | None:
+    """`tokens` as arrays, or ValueError where it does not describe (D, Z, query)."""
+    if tokens is None:
+        return None
+    X = np.ascontiguousarray(tokens.X, dtype=np.float64)
+    alpha = np.asarray(tokens.alpha, dtype=np.int64)
+    flat = np.asarray(tokens.flat, dtype=np.int64)
+    ok = X.ndim == 3 and alpha.ndim == 2 and X.shape[0] == alpha.shape[0]
+    ok = ok and X.shape[2] == D.shape[1] and flat.shape == (D.shape[0],)
+    ok = ok and alpha.size == Z.shape[0] and (alpha.size == 0 or 0 <= alpha.min())
+    ok = ok and (alpha.size == 0 or alpha.max() < X.shape[1])
+    n, K, T = X.shape[0], alpha.shape[1] if alpha.ndim == 2 else 0, X.shape[1]
+    ok = ok and (flat.size == 0 or (0 <= flat.min() and flat.max() < n * K * T))
+    if ok:
+        i, k, t = np.unravel_index(flat, (n, K, T))
+        ok = np.array_equal(query, i * K + k)
+        for a in range(0, D.shape[0], Pairs.CHUNK):  # blocks: no second (m, d) array
+            b = slice(a, a + Pairs.CHUNK)
+            ok = ok and np.array_equal(D[b], X[i[b], alpha[i[b], k[b]]] - X[i[b], t[b]])
+    if not ok:
+        raise ValueError(
+            "`tokens` does not describe the constraints: D_j must be X[i, alpha[i, k]] − "
+            "X[i, t] and query_j = i·K + k for (i, k, t) = unravel(flat_j, (n, K, T))"
+        )
+    return Tokens(X, alpha, flat)
+
+
 def _check(D, Z, query):
     D = np.asarray(D, dtype=np.float64)
     Z = np.asarray(Z, dtype=np.float64)
@@ -303,41 +386,52 @@ def _check(D, Z, query):
 # -- Frobenius at scale: projected Newton–PCG on the dual -----------------------------------
 class _BlockJacobi:
     """The preconditioner of `_fro_newton`: the inverse of K's diagonal blocks (one per
-    query: K_kk = (D_k D_kᵀ) ‖z_k‖² + c·11ᵀ) restricted to the free set F, identity elsewhere."""
+    query: K_kk = (D_k D_kᵀ) ‖z_k‖² + c·11ᵀ) restricted to the free set F, identity elsewhere.
+    Blocks are padded to the next power of two of their size and inverted in batches of
+    equal size, so that a few large blocks do not set the size of all."""
 
     def __init__(self, P: Pairs, c: float = 0.0):
-        order = np.argsort(P.query, kind="stable")
         counts = np.bincount(P.query, minlength=P.q)
-        self.g = int(counts.max())
+        order = np.argsort(P.query, kind="stable")
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        slot = np.arange(P.m) - np.repeat(starts, counts)  # position in its block
-        self.pos = np.empty(P.m, np.int64)  # flat (q·g) index of j
-        self.pos[order] = P.query[order] * self.g + slot
-        pad = np.full(P.q * self.g, -1)
-        pad[self.pos] = np.arange(P.m)
-        self.valid = pad.reshape(P.q, self.g) >= 0
-        Dp = np.zeros((P.q * self.g, P.d))
-        Dp[self.pos] = P.D
-        Dp = Dp.reshape(P.q, self.g, P.d)
+        slot = np.empty(P.m, np.int64)  # position of j in its query's block
+        slot[order] = np.arange(P.m) - np.repeat(starts, counts)
+        size = 2 ** np.ceil(np.log2(np.maximum(counts, 1))).astype(np.int64)
         zz = np.einsum("kb,kb->k", P.Z, P.Z)
-        self.K = (Dp @ np.swapaxes(Dp, 1, 2)) * zz[:, None, None] + c  # (q, g, g)
-        self.q = P.q
-        self.inv = None
+        self.parts = []  # per block size g: (constraints js, their flat index, (b, g, g) blocks)
+        for g in np.unique(size[counts > 0]):
+            ks = np.flatnonzero((size == g) & (counts > 0))
+            rank = np.full(P.q, -1)
+            rank[ks] = np.arange(ks.size)
+            js = np.flatnonzero(rank[P.query] >= 0)
+            pos = rank[P.query[js]] * g + slot[js]
+            Dp = np.zeros((ks.size * g, P.d))
+            Dp[pos] = P.D[js]
+            Dp = Dp.reshape(ks.size, g, P.d)
+            K = (Dp @ np.swapaxes(Dp, 1, 2)) * zz[ks, None, None] + c
+            self.parts.append((js, pos, K))
+        self.m = P.m
+        self.inv: list = []
 
     def restrict(self, free: np.ndarray):
-        f = np.zeros(self.q * self.g, bool)
-        f[self.pos] = free
-        f = f.reshape(self.q, self.g)
-        Kf = self.K * (f[:, :, None] & f[:, None, :])
-        dg = np.einsum("kii->ki", Kf)
-        ridge = 1e-11 * np.maximum(dg.max(axis=1, keepdims=True), 1e-300)
-        dg += np.where(f, ridge, 1.0)
-        self.inv = np.linalg.inv(Kf)
+        self.inv = []
+        for js, pos, K in self.parts:
+            f = np.zeros(K.shape[0] * K.shape[1], bool)
+            f[pos] = free[js]
+            f = f.reshape(K.shape[:2])
+            Kf = K * (f[:, :, None] & f[:, None, :])
+            dg = np.einsum("kii->ki", Kf)
+            ridge = 1e-11 * np.maximum(dg.max(axis=1, keepdims=True), 1e-300)
+            dg += np.where(f, ridge, 1.0)
+            self.inv.append(np.linalg.inv(Kf))
 
     def apply(self, r: np.ndarray) -> np.ndarray:
-        rp = np.zeros(self.q * self.g)
-        rp[self.pos] = r
-        return (self.inv @ rp.reshape(self.q, self.g, 1)).reshape(-1)[self.pos]
+        out = np.empty(self.m)
+        for (js, pos, K), inv in zip(self.parts, self.inv, strict=True):
+            rp = np.zeros(K.shape[0] * K.shape[1])
+            rp[pos] = r[js]
+            out[js] = (inv @ rp.reshape(*K.shape[:2], 1)).reshape(-1)[pos]
+        return out
 
 
 def _pcg(op, prec, b, tol, maxit):
@@ -415,7 +509,7 @@ def _fro_newton(
             return None, "infeasible", lam / s
         pg = np.where(lam > 0, g, np.minimum(g, 0.0))
         wdist = float(np.linalg.norm(lam - np.maximum(lam - g, 0.0)))
-        eps = min(1e-3 * float(lam.max()), wdist)
+        eps = min(EPS_ACTIVE * float(lam.max()), wdist)
         free = ~((lam <= eps) & (g > 0))
         prec.restrict(free)
         gF = np.where(free, g, 0.0)
@@ -685,15 +779,17 @@ def pick_solver(m: int, d: int, d2: int, q: int, norm: str) -> str:
 
 def _working_set(P: Pairs, S, solve, tol: float, grow, max_rounds: int):
     """Constraint generation (a cutting-plane / working-set loop), shared by "ws" and
-    "wsnewton": `solve(S, lam0)` solves the constraints S (lam0: the previous round's duals on
-    S, zero for new members; None in the first round) and returns (W, λ_S), or anything else
-    to stop with (a decided subproblem or None); all m margins of W in one product; the
-    violated ones (margin < 1 − tol), the smallest first, up to grow(|S|) of them, join S;
-    until none is violated, when W is optimal for all m constraints with the duals zero
+    "wsnewton": `solve(S, lam0, tight)` solves the constraints S (lam0: the previous round's
+    duals on S, zero for new members; None in the first round; tight: to the final accuracy,
+    else loosely) and returns (W, λ_S), or anything else to stop with (a decided subproblem
+    or None); all m margins of W in one product; members with zero dual leave S (W stays
+    optimal without them) and the violated constraints (margin < 1 − tol), the smallest
+    first, up to grow(|S|) of them, join it; once none is violated, S is solved tightly and
+    checked again, so the W returned is optimal for all m constraints with the duals zero
     outside S. Returns (W, λ (m,)), the stop value, or None after `max_rounds`."""
-    lam = None
+    lam, tight = None, False
     for _ in range(max_rounds):
-        out = solve(S, None if lam is None else lam[S])
+        out = solve(S, None if lam is None else lam[S], tight)
         if not isinstance(out, tuple):
             return out
         W, lam_S = out
@@ -703,7 +799,12 @@ def _working_set(P: Pairs, S, solve, tol: float, grow, max_rounds: int):
         viol = np.flatnonzero(marg < 1 - tol)
         viol = viol[~np.isin(viol, S)]
         if not viol.size:
-            return W, lam
+            if tight:
+                return W, lam
+            tight = True
+            continue
+        tight = False
+        S = S[lam_S > 0]
         S = np.union1d(S, viol[np.argsort(marg[viol])][: grow(S.size)])
     return None
 
@@ -714,8 +815,10 @@ def _solve_ws(P: Pairs, tol: float = 1e-10, max_rounds: int = 60) -> PairSolutio
     (its Farkas vector, zero outside S). For low-rank inputs with many redundant
     constraints."""
 
-    def ldp(S, _):
-        sub = _solve_ldp(Pairs(P.D[S], P.Z, P.query[S]), "fro")
+    def ldp(S, _lam0, tight):
+        if not tight:  # the LDP is exact: its first answer is final
+            return ldp(S, _lam0, True)
+        sub = _solve_ldp(P.subset(S), "fro")
         if sub.feasible:
             return sub.W, sub.duals
         mu = None
@@ -749,9 +852,11 @@ def _solve_wsnewton(
     steps. Returns None when a subproblem is undecided (the caller then solves the whole
     set)."""
 
-    def newton(S, lam0):
-        sub = Pairs(P.D[S], P.Z, P.query[S])
-        lam, status, _ = _fro_newton(sub, ldp=False, lam0=lam0)
+    def newton(S, lam0, tight):
+        sub = P.subset(S)
+        lam, status, _ = _fro_newton(
+            sub, ldp=False, lam0=lam0, gap_tol=1e-12 if tight else WS_LOOSE_GAP
+        )
         return (sub.combine(lam), lam) if status == "optimal" else None
 
     nrm = np.einsum("ja,ja->j", P.D, P.D)
@@ -831,7 +936,9 @@ def _solve_nuc(P: Pairs, solver: str, fro: PairSolution | None = None) -> PairSo
 NUC_GAP = 1e-6  # the nuclear solutions' certified relative gap, at most
 
 
-def solve_pairs(D, Z, query, norm: str = "fro", *, solver: str = "auto") -> PairSolution:
+def solve_pairs(
+    D, Z, query, norm: str = "fro", *, solver: str = "auto", tokens: Tokens | None = None
+) -> PairSolution:
     """min ‖W‖ (norm "fro" or "nuc") s.t. D_jᵀ W Z[query[j]] ≥ 1, with its certificate.
 
     Args:
@@ -842,6 +949,8 @@ def solve_pairs(D, Z, query, norm: str = "fro", *, solver: str = "auto") -> Pair
         solver: "auto" (by size, `pick_solver`), "CLARABEL" (the reference), "ldp"
             (Frobenius, exact, small sizes), "ws" (Frobenius, the LDP by constraint
             generation: low-rank inputs), "newton" (Frobenius) or "alm" (nuclear).
+        tokens: optionally, where the D_j come from (`Tokens`; checked against D), for
+            cheaper products; the answer is the same.
     Returns a `PairSolution`; infeasible data is a result (feasible=False, with `reason`).
     """
     if norm not in NORMS:
@@ -852,7 +961,7 @@ def solve_pairs(D, Z, query, norm: str = "fro", *, solver: str = "auto") -> Pair
     if (solver in fro_only and norm != "fro") or (solver == "alm" and norm != "nuc"):
         raise ValueError(f"solver={solver!r} does not solve norm={norm!r}")
     D, Z, query = _check(D, Z, query)
-    P = Pairs(D, Z, query)
+    P = Pairs(D, Z, query, _check_tokens(tokens, D, Z, query))
     if P.m == 0:
         W = np.zeros((P.d, P.d2))
         return PairSolution(

@@ -142,6 +142,14 @@ def problem_pairs(prob: Problem, alpha):
     return D, Q.reshape(-1, prob.d), i * Q.shape[1] + k, idx
 
 
+def problem_tokens(prob: Problem, alpha, idx) -> pairsvm.Tokens:
+    """The token form (`attsvm.pairsvm.Tokens`) of `problem_pairs`' constraints at `idx`."""
+    A = np.asarray(alpha).reshape(prob.n, -1)  # (n, K)
+    return pairsvm.Tokens(
+        prob.X, A, np.ravel_multi_index(tuple(idx.T), (prob.n, *A.shape[1:], prob.T))
+    )
+
+
 def _unflatten(prob: Problem, idx, values, fill):
     K = 1 if prob.queries == "single" else prob.T
     dtype = np.asarray(values).dtype if fill is not np.nan else float
@@ -341,10 +349,11 @@ def _solve_by_pairs(prob, alpha, norm, p, support_tol, pairs, infeasible) -> Svm
     D, Z, query, idx = pairs
     if norm not in NORMS:
         raise ValueError(f"solver='pairs' solves norm 'fro' or 'nuc'; got {norm!r}")
-    sol = pairsvm.solve_pairs(D, Z, query, norm)
+    tokens = problem_tokens(prob, alpha, idx)
+    sol = pairsvm.solve_pairs(D, Z, query, norm, tokens=tokens)
     if not sol.feasible:
         return infeasible(sol.status + (f" ({sol.reason})" if sol.reason else ""))
-    marg = pairsvm.Pairs(D, Z, query).margins(sol.W)
+    marg = pairsvm.Pairs(D, Z, query, tokens).margins(sol.W)
     margins, support = margins_support_from(prob, idx, marg, alpha, support_tol=support_tol)
     return SvmSolution(
         W=sol.W,

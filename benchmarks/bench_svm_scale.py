@@ -1,8 +1,9 @@
 """Benchmark of the certified large-scale attention SVMs: `python -m benchmarks.bench_svm_scale`.
 
 For each size (n, T, d), query mode and norm: a random problem (`random_problem`, seed 0,
-α = opt), solved by `attsvm.pairsvm.solve_pairs` (the method "auto" picks), with its
-certificate (relative duality gap, smallest margin); and by Clarabel (`solver="CLARABEL"`,
+α = opt), solved by `attsvm.pairsvm.solve_pairs` (the method "auto" picks, with the token form
+of the constraints as `solve_att_svm` passes it), with its certificate (relative duality gap,
+smallest margin); and by Clarabel (`solver="CLARABEL"`,
 the reference) in the same run where its price (`limits.svm_work`) is under
 `--clarabel-seconds`. Prints wall times (medians of `--repeats`), the ratio, both gaps and
 the largest relative difference of W (Frobenius) or objective (nuclear). Numbers are of this
@@ -19,7 +20,7 @@ import numpy as np
 
 from attsvm import limits, pairsvm
 from attsvm.problems import optimal_tokens, random_problem
-from attsvm.svm import problem_pairs
+from attsvm.svm import problem_pairs, problem_tokens
 
 # (n, T, d, queries, norm): the issue's acceptance sizes
 SIZES = [
@@ -46,8 +47,10 @@ def _timed(fn, repeats: int):
 
 def bench_one(n, T, d, queries, norm, *, repeats=1, clarabel_seconds=120.0):
     prob = random_problem(n, T, d, seed=0, queries=queries)
-    D, Z, query, _ = problem_pairs(prob, optimal_tokens(prob))
-    t, sol = _timed(lambda: pairsvm.solve_pairs(D, Z, query, norm), repeats)
+    alpha = optimal_tokens(prob)
+    D, Z, query, idx = problem_pairs(prob, alpha)
+    tokens = problem_tokens(prob, alpha, idx)  # as `solve_att_svm` passes them
+    t, sol = _timed(lambda: pairsvm.solve_pairs(D, Z, query, norm, tokens=tokens), repeats)
     row = dict(
         size=f"({n}, {T}, {d})",
         queries=queries,

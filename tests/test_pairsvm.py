@@ -15,7 +15,7 @@ from scipy.optimize import linprog
 
 import attsvm
 from attsvm import pairsvm
-from attsvm.svm import problem_pairs
+from attsvm.svm import problem_pairs, problem_tokens
 
 TIGHT = dict(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10, max_iter=400)
 
@@ -242,3 +242,58 @@ def test_working_set_newton_on_sequence_problems_agrees_with_the_primal(seed):
     if sol.feasible:
         assert np.linalg.norm(sol.W - W) <= 1e-6 * np.linalg.norm(W)
         check_certificate(sol, D, Z, query, gap_tol=1e-10)
+
+
+TOKEN_FORMS = [((5, 6, 4), "single", None), ((4, 7, 3), "sequence", None)]
+TOKEN_FORMS += [((4, 7, 3), "causal", None), ((5, 6, 4), "single", [6, 3, 5, 2, 6])]
+
+
+@pytest.mark.parametrize(("shape", "queries", "lengths"), TOKEN_FORMS)
+def test_token_form_products_match_plain_loops(shape, queries, lengths):
+    """Tokens' margins and Σ λ_j A_j (from the (n, T, d) keys) against loops over the D rows,
+    padding included (its tokens are in no constraint)."""
+    prob = attsvm.random_problem(*shape, seed=2, queries=queries)
+    if lengths is not None:
+        prob = prob.with_(lengths=np.array(lengths))
+    alpha = attsvm.problems.optimal_tokens(prob)
+    D, Z, query, idx = problem_pairs(prob, alpha)
+    P = pairsvm.Pairs(D, Z, query, problem_tokens(prob, alpha, idx))
+    rng = np.random.default_rng(0)
+    W = rng.standard_normal((prob.d, prob.d))
+    lam = rng.random(len(D))
+    marg = np.array([D[j] @ W @ Z[query[j]] for j in range(len(D))])
+    B = sum(lam[j] * np.outer(D[j], Z[query[j]]) for j in range(len(D)))
+    assert np.allclose(P.margins(W), marg, rtol=1e-12, atol=1e-12)
+    assert np.allclose(P.combine(lam), B, rtol=1e-12, atol=1e-12)
+    S = np.flatnonzero(rng.random(len(D)) < 0.5)
+    assert np.allclose(P.subset(S).margins(W), marg[S], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("solver", ["newton", "wsnewton"])
+def test_the_token_form_gives_the_same_solution(solver):
+    prob = attsvm.random_problem(6, 8, 12, seed=0, queries="sequence")
+    alpha = attsvm.problems.optimal_tokens(prob)
+    D, Z, query, idx = problem_pairs(prob, alpha)
+    plain = pairsvm.solve_pairs(D, Z, query, "fro", solver=solver)
+    tok = pairsvm.solve_pairs(
+        D, Z, query, "fro", solver=solver, tokens=problem_tokens(prob, alpha, idx)
+    )
+    assert plain.feasible and tok.feasible
+    assert np.linalg.norm(tok.W - plain.W) <= 1e-9 * np.linalg.norm(plain.W)
+    check_certificate(tok, D, Z, query, gap_tol=1e-10)
+
+
+def test_tokens_that_do_not_describe_the_constraints_are_refused():
+    prob = attsvm.random_problem(4, 5, 3, seed=0, queries="sequence")
+    alpha = attsvm.problems.optimal_tokens(prob)
+    D, Z, query, idx = problem_pairs(prob, alpha)
+    tokens = problem_tokens(prob, alpha, idx)
+    bad = [
+        pairsvm.Tokens(tokens.X, tokens.alpha, tokens.flat[::-1]),
+        pairsvm.Tokens(tokens.X + 1e-9, tokens.alpha, tokens.flat),
+        pairsvm.Tokens(tokens.X, tokens.alpha[:, :-1], tokens.flat),
+        pairsvm.Tokens(tokens.X, tokens.alpha, tokens.flat + 10**6),
+    ]
+    for t in bad:
+        with pytest.raises(ValueError, match="tokens"):
+            pairsvm.solve_pairs(D, Z, query, tokens=t)
