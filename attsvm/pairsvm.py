@@ -385,52 +385,56 @@ def _check(D, Z, query):
 
 # -- Frobenius at scale: projected Newton–PCG on the dual -----------------------------------
 class _BlockJacobi:
-    """The preconditioner of `_fro_newton`: the inverse of K's diagonal blocks (one per
-    query: K_kk = (D_k D_kᵀ) ‖z_k‖² + c·11ᵀ) restricted to the free set F, identity elsewhere.
-    Blocks are padded to the next power of two of their size and inverted in batches of
-    equal size, so that a few large blocks do not set the size of all."""
+    """The preconditioner of `_fro_newton`: the inverse of K's diagonal blocks restricted to
+    the free set F, one block per query (K_FF,kk = (D_F D_Fᵀ) ‖z_k‖² + c·11ᵀ over the free
+    members F of query k), the identity elsewhere. The blocks are built from D at each
+    restriction, padded to the next power of two of their size and inverted in batches of
+    equal size; a block of more than `BLOCK_MAX` free members keeps only its diagonal."""
+
+    BLOCK_MAX = 64  # the inverses cost Σ_k |F_k|³: larger blocks take the Jacobi diagonal
 
     def __init__(self, P: Pairs, c: float = 0.0):
-        counts = np.bincount(P.query, minlength=P.q)
-        order = np.argsort(P.query, kind="stable")
-        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        slot = np.empty(P.m, np.int64)  # position of j in its query's block
-        slot[order] = np.arange(P.m) - np.repeat(starts, counts)
-        size = 2 ** np.ceil(np.log2(np.maximum(counts, 1))).astype(np.int64)
-        zz = np.einsum("kb,kb->k", P.Z, P.Z)
-        self.parts = []  # per block size g: (constraints js, their flat index, (b, g, g) blocks)
-        for g in np.unique(size[counts > 0]):
-            ks = np.flatnonzero((size == g) & (counts > 0))
-            rank = np.full(P.q, -1)
-            rank[ks] = np.arange(ks.size)
-            js = np.flatnonzero(rank[P.query] >= 0)
-            pos = rank[P.query[js]] * g + slot[js]
-            Dp = np.zeros((ks.size * g, P.d))
-            Dp[pos] = P.D[js]
-            Dp = Dp.reshape(ks.size, g, P.d)
-            K = (Dp @ np.swapaxes(Dp, 1, 2)) * zz[ks, None, None] + c
-            self.parts.append((js, pos, K))
-        self.m = P.m
-        self.inv: list = []
+        self.P, self.c = P, c
+        self.zz = np.einsum("kb,kb->k", P.Z, P.Z)
+        self.diag = np.einsum("ja,ja->j", P.D, P.D) * self.zz[P.query] + c
+        self.parts: list = []  # per block size g: (constraints js, their flat index, inverses)
 
     def restrict(self, free: np.ndarray):
-        self.inv = []
-        for js, pos, K in self.parts:
-            f = np.zeros(K.shape[0] * K.shape[1], bool)
-            f[pos] = free[js]
-            f = f.reshape(K.shape[:2])
-            Kf = K * (f[:, :, None] & f[:, None, :])
-            dg = np.einsum("kii->ki", Kf)
+        P = self.P
+        fj = np.flatnonzero(free)
+        qf = P.query[fj]
+        counts = np.bincount(qf, minlength=P.q)
+        order = np.argsort(qf, kind="stable")
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        slot = np.empty(fj.size, np.int64)  # position of each free j in its query's block
+        slot[order] = np.arange(fj.size) - np.repeat(starts, counts)
+        size = 2 ** np.ceil(np.log2(np.maximum(counts, 1))).astype(np.int64)
+        self.parts = []
+        for g in np.unique(size[(counts > 0) & (counts <= self.BLOCK_MAX)]):
+            ks = np.flatnonzero((size == g) & (counts > 0) & (counts <= self.BLOCK_MAX))
+            rank = np.full(P.q, -1)
+            rank[ks] = np.arange(ks.size)
+            sel = np.flatnonzero(rank[qf] >= 0)
+            pos = rank[qf[sel]] * g + slot[sel]
+            Dp = np.zeros((ks.size * g, P.d))
+            Dp[pos] = P.D[fj[sel]]
+            Dp = Dp.reshape(ks.size, g, P.d)
+            K = (Dp @ np.swapaxes(Dp, 1, 2)) * self.zz[ks, None, None] + self.c
+            f = np.zeros(ks.size * g, bool)
+            f[pos] = True
+            f = f.reshape(ks.size, g)
+            K *= f[:, :, None] & f[:, None, :]
+            dg = np.einsum("kii->ki", K)
             ridge = 1e-11 * np.maximum(dg.max(axis=1, keepdims=True), 1e-300)
             dg += np.where(f, ridge, 1.0)
-            self.inv.append(np.linalg.inv(Kf))
+            self.parts.append((fj[sel], pos, np.linalg.inv(K)))
 
     def apply(self, r: np.ndarray) -> np.ndarray:
-        out = np.empty(self.m)
-        for (js, pos, K), inv in zip(self.parts, self.inv, strict=True):
-            rp = np.zeros(K.shape[0] * K.shape[1])
+        out = r / self.diag
+        for js, pos, inv in self.parts:
+            rp = np.zeros(inv.shape[0] * inv.shape[1])
             rp[pos] = r[js]
-            out[js] = (inv @ rp.reshape(*K.shape[:2], 1)).reshape(-1)[pos]
+            out[js] = (inv @ rp.reshape(*inv.shape[:2], 1)).reshape(-1)[pos]
         return out
 
 
