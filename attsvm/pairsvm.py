@@ -578,10 +578,10 @@ def _nuc_alm(
     lam0: np.ndarray,
     *,
     gap_tol: float = 1e-8,
-    good_gap: float = 1e-7,
+    good_gap: float = 1e-6,
     max_outer: int = 40,
     max_inner: int = 4000,
-    patience: int = 3,
+    patience: int = 2,
 ):
     """min ‖W‖_* s.t. ⟨A_j, W⟩ ≥ 1 as W = U Vᵀ, min ½(‖U‖²_F + ‖V‖²_F) (Burer & Monteiro,
     Math. Program. 2003; ‖W‖_* = min over factorisations, Srebro et al. 2005) by the
@@ -920,7 +920,9 @@ def _solve_fro(P: Pairs, solver: str) -> PairSolution:
 def _solve_nuc(P: Pairs, solver: str, fro: PairSolution | None = None) -> PairSolution:
     """The nuclear SVM by Burer–Monteiro ALM from the Frobenius solution (which decides
     feasibility), Clarabel where the ALM's gap stays above 1e-6 and Clarabel is affordable."""
-    fro = fro if fro is not None else _solve_fro(P, "auto")
+    if fro is None:  # Newton first (the exact LDP costs more); "auto" decides the rest
+        fro = _solve_fro(P, "newton")
+        fro = fro if fro.status == "optimal" else _solve_fro(P, "auto")
     if not fro.feasible:
         return PairSolution(**{**fro.__dict__, "norm": "nuc"})
     W, lam, gap = _nuc_alm(P, fro.W, fro.duals)
