@@ -178,19 +178,9 @@ def joint_random(n: int, T: int, d: int, seed: int, runs: int, steps: int) -> di
 
 @st.cache_data(max_entries=32, ttl=TTL, show_spinner="Running (K, Q)-GD from a small start…")
 @hosted.metered
-def staircase_study(
-    pspec: ProblemSpec, alpha: float, kind: str, lam: float, rule: str, steps: int, lr: float
-) -> dict:
-    """`attsvm.staircase.study` on the sidebar's problem (λ = 0: no ridge at all)."""
-    return staircase.study(
-        pspec.build(),
-        init_scale=alpha,
-        init_kind=kind,
-        weight_decay=lam,
-        steps=steps,
-        lr=lr,
-        optimizer=rule,
-    )
+def staircase_study(pspec: ProblemSpec, s: staircase.StudySettings) -> dict:
+    """`attsvm.staircase.study` on the sidebar's problem."""
+    return staircase.study(pspec.build(), s)
 
 
 # -- Real words ---------------------------------------------------------------------------------
