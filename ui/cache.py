@@ -164,16 +164,16 @@ def ntp_runs() -> SharedRuns:
 # -- Train the head too ------------------------------------------------------------------------
 @st.cache_data(max_entries=32, ttl=TTL, show_spinner="Training v and W together…")
 @hosted.metered
-def joint_preset(name: str, p: float, dtype: str, steps: int) -> dict:
+def joint_preset(s: joint.PresetSettings) -> dict:
     """`attsvm.joint.preset_study` of a joint-training preset."""
-    return joint.preset_study(name, p=p, dtype=dtype, steps=steps)
+    return joint.preset_study(s)
 
 
 @st.cache_data(max_entries=16, ttl=TTL, show_spinner="Training v and W together…")
 @hosted.metered
-def joint_random(n: int, T: int, d: int, seed: int, runs: int, steps: int) -> dict:
+def joint_random(s: joint.RandomSettings) -> dict:
     """`attsvm.joint.random_study` on random instances."""
-    return joint.random_study(n=n, T=T, d=d, seed=seed, runs=runs, steps=steps)
+    return joint.random_study(s)
 
 
 @st.cache_data(max_entries=32, ttl=TTL, show_spinner="Running (K, Q)-GD from a small start…")
