@@ -162,10 +162,10 @@ def classify_runs(probs: list[Problem], alphas, norm: str = "fro") -> list[dict]
     return rows
 
 
-def overparam_cell(base: ProblemSpec, tspec: TrainSpec, d: int, runs: int) -> pd.DataFrame:
-    """Runs with data seeds base.seed … base.seed+runs−1 at dimension d: what GD reached
-    (`classify_runs`) and whether the global SVM is feasible. One row per run."""
-    specs = [base.with_(d=d, seed=base.seed + j) for j in range(runs)]
+def overparam_cell(base: ProblemSpec, tspec: TrainSpec, runs: int) -> pd.DataFrame:
+    """Runs with data seeds base.seed … base.seed+runs−1 at dimension base.d: what GD
+    reached (`classify_runs`) and whether the global SVM is feasible. One row per run."""
+    specs = [base.with_(seed=base.seed + j) for j in range(runs)]
     probs = [s.build() for s in specs]
     run = train_batch(
         probs,
@@ -178,7 +178,7 @@ def overparam_cell(base: ProblemSpec, tspec: TrainSpec, d: int, runs: int) -> pd
     return pd.DataFrame(
         [
             dict(
-                d=d,
+                d=base.d,
                 seed=s.seed,
                 selection=r["selection"],
                 opt=r["opt"],

@@ -71,11 +71,11 @@ def test_rank_rows_solve_the_nuclear_svm_for_the_first_quota_feasible_only():
 
 
 def test_overparam_cell_classifies_every_run_like_classify_selection():
-    base, tspec = ProblemSpec(n=3, T=3), TrainSpec(steps=50)
-    cell = studies.overparam_cell(base, tspec, 3, 3)
-    assert len(cell) == 3
+    base, tspec = ProblemSpec(n=3, T=3, d=3), TrainSpec(steps=50)
+    cell = studies.overparam_cell(base, tspec, 3)
+    assert len(cell) == 3 and (cell["d"] == 3).all()
     for _, row in cell.iterrows():
-        prob = base.with_(d=3, seed=int(row.seed)).build()
+        prob = base.with_(seed=int(row.seed)).build()
         assert row.kind == attsvm.classify_selection(prob, np.array(row.selection))
 
 

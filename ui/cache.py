@@ -79,8 +79,8 @@ def batch_alphas(
 
 @st.cache_data(max_entries=64, ttl=TTL, show_spinner=False)
 @hosted.metered
-def overparam_cell(base: ProblemSpec, tspec: TrainSpec, d: int, runs: int):
-    return studies.overparam_cell(base, tspec, d, runs)
+def overparam_cell(base: ProblemSpec, tspec: TrainSpec, runs: int):
+    return studies.overparam_cell(base, tspec, runs)
 
 
 @st.cache_data(max_entries=64, ttl=TTL, show_spinner=False)
