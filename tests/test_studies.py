@@ -54,7 +54,7 @@ def test_rank_summary_averages_feasible_instances_only():
 
 
 def test_rank_cell_matches_direct_solves():
-    cell = studies.rank_cell(2, 3, 3, 0, 2)
+    cell = studies.rank_cell(studies.RankCell(n=2, T=3, d=3, instances=2))
     for _, row in cell.iterrows():
         prob = attsvm.random_problem(2, 3, 3, seed=int(row.seed))
         sol = attsvm.solve_att_svm(prob, norm="nuc")
@@ -80,7 +80,8 @@ def test_overparam_cell_classifies_every_run_like_classify_selection():
 
 
 def test_basins_plane_covers_a_grid_of_starts():
-    df = studies.basins(ProblemSpec(n=2, T=3, d=2), TrainSpec(steps=20), 0, 9, 2.0, True)
+    starts = studies.BasinsSettings(runs=9, radius=2.0, plane=True)
+    df = studies.basins(ProblemSpec(n=2, T=3, d=2), TrainSpec(steps=20), starts)
     assert len(df) == 9 and sorted(set(df["a"])) == [-1.0, 0.0, 1.0]
     assert df["prob"].between(0, 1).all()
 

@@ -71,10 +71,8 @@ def selections(pspec: ProblemSpec, norm: str = "fro"):
 
 @st.cache_data(max_entries=16, ttl=TTL, show_spinner="Running GD from many initializations…")
 @hosted.metered
-def batch_alphas(
-    pspec: ProblemSpec, tspec: TrainSpec, inits_seed: int, runs: int, radius: float, plane: bool
-):
-    return studies.basins(pspec, tspec, inits_seed, runs, radius, plane)
+def basins(pspec: ProblemSpec, tspec: TrainSpec, s: studies.BasinsSettings):
+    return studies.basins(pspec, tspec, s)
 
 
 @st.cache_data(max_entries=64, ttl=TTL, show_spinner=False)
@@ -85,8 +83,8 @@ def overparam_cell(base: ProblemSpec, tspec: TrainSpec, runs: int):
 
 @st.cache_data(max_entries=64, ttl=TTL, show_spinner=False)
 @hosted.metered
-def rank_cell(n: int, T: int, d: int, seed0: int, instances: int, attention: str = "cross"):
-    return studies.rank_cell(n, T, d, seed0, instances, attention)
+def rank_cell(c: studies.RankCell):
+    return studies.rank_cell(c)
 
 
 @st.cache_data(max_entries=16, ttl=TTL, show_spinner="Solving the generalized SVM…")
@@ -113,9 +111,9 @@ def experiment(name: str, s) -> experiments.Result:
 # -- Optimizer → norm page ---------------------------------------------------------------------
 @st.cache_data(max_entries=16, ttl=TTL, show_spinner="Racing the optimizers…")
 @hosted.metered
-def optimizer_race(pspec: ProblemSpec, runs: tuple, steps: int) -> dict:
-    """`attsvm.studies.race` on the spec's problem (W_0 = 0, ~100 records)."""
-    return studies.race(pspec.build(), runs, steps=steps)
+def optimizer_race(pspec: ProblemSpec, s: studies.RaceSettings) -> dict:
+    """`attsvm.studies.race` on the spec's problem (W_0 = 0)."""
+    return studies.race(pspec.build(), s)
 
 
 @st.cache_data(max_entries=512, ttl=TTL, show_spinner=False)
