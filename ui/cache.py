@@ -126,12 +126,9 @@ def svm_norm(pspec: ProblemSpec, alpha: tuple, norm: str, p: float | None = None
 # -- next-token prediction ----------------------------------------------------------------
 @st.cache_data(max_entries=128, ttl=TTL, show_spinner=False)
 @hosted.metered
-def graph_svm(K: int, d: int, seed: int, tokens: tuple, labels: tuple):
-    """`attsvm.ntp.solve_graph_svm` of the page's data (vocabulary from K, d, seed)."""
-    prob = ntp.NTPProblem(
-        E=ntp_session.vocabulary(K, d, seed), tokens=np.array(tokens), labels=np.array(labels)
-    )
-    return ntp.solve_graph_svm(prob)
+def graph_svm(data: ntp_session.Sequences):
+    """`attsvm.ntp.solve_graph_svm` of the page's data."""
+    return ntp.solve_graph_svm(data.problem())
 
 
 class SharedRuns:
