@@ -14,7 +14,7 @@ from ui.widgets import build, check_gd, check_svm, explained, stop_if_one_token
 view.intro()
 
 _, tspec = specs()
-pspec, runs, radius, grid = view.controls()
+pspec, starts, plane_starts = view.controls()
 prob = build(pspec)
 norm = tspec.norm
 total = prob.T**prob.n
@@ -38,10 +38,10 @@ with explained():
 status = view.selections(table, total, norm)
 
 # -- 2. many random starts -------------------------------------------------------------------
-st.subheader(f"2 · GD from {runs} random starts (‖W(0)‖_F = {radius:g})")
-check_gd(prob, tspec, runs=runs + grid**2, svms=())
+st.subheader(f"2 · GD from {starts.runs} random starts (‖W(0)‖_F = {starts.radius:g})")
+check_gd(prob, tspec, runs=starts.runs + plane_starts.runs, svms=())
 with explained():
-    land = cache.batch_alphas(pspec, tspec, 0, runs, radius, False)
+    land = cache.basins(pspec, tspec, starts)
 land["class"] = land["selection"].map(status)
 land["selection"] = land["selection"].map(selection_label)
 agg = land.groupby(["selection", "class"], as_index=False).size().rename(columns={"size": "runs"})
@@ -51,13 +51,14 @@ view.landing_caption(land, tspec.steps)
 
 # -- 3. basin map ----------------------------------------------------------------------------
 st.subheader("3 · Basin map")
+g = plane_starts.grid
 st.markdown(
-    f"Starts W(0) = {radius:g}·(a·E₁ + b·E₂) on a {grid}×{grid} grid, a, b ∈ [−1, 1], "
+    f"Starts W(0) = {starts.radius:g}·(a·E₁ + b·E₂) on a {g}×{g} grid, a, b ∈ [−1, 1], "
     "with E₁ ⟂ E₂ two random unit directions (Frobenius); each cell is coloured by the "
     "selection GD reaches. A dot marks selections that are not the global one."
 )
 with explained():
-    plane = cache.batch_alphas(pspec, tspec, 1, grid**2, radius, True)
+    plane = cache.basins(pspec, tspec, plane_starts)
 plane["class"] = plane["selection"].map(status)
 plane["selection"] = plane["selection"].map(selection_label)
 plane["a"] = np.round(plane["a"], 3)

@@ -3,7 +3,7 @@ balanced Att-SVMs (arXiv 2306.13596, arXiv 2410.14581; docs/joint.md)."""
 
 import streamlit as st
 
-from attsvm import limits
+from attsvm import joint, limits
 from attsvm_charts import joint as charts
 from ui import cache
 from ui.export_ui import export_button
@@ -49,7 +49,7 @@ if source != "random":
     prob = view.problem_of(source)
     view.check_budget(n=prob.n, T=prob.T, d=prob.d, steps=int(steps), runs=1)
     with explained():
-        study = cache.joint_preset(source, float(p), dtype, int(steps))
+        study = cache.joint_preset(joint.PresetSettings(name=source, p=p, dtype=dtype, steps=steps))
     view.preset(study)
     run = study["run"]
     export_button(
@@ -69,9 +69,11 @@ else:
     d = r[2].number_input("d", 2, 12, 4, key="jt_d", **BOUND)
     seed = r[3].number_input("seed", 0, 10_000, 0, key="jt_seed", **BOUND)
     runs = r[4].number_input("instances", 1, 32, 8, key="jt_runs", **BOUND)
-    view.check_budget(n=int(n), T=int(T), d=int(d), steps=int(steps), runs=int(runs))
     with explained():
-        res = cache.joint_random(int(n), int(T), int(d), int(seed), int(runs), int(steps))
+        s = joint.RandomSettings(n=n, T=T, d=d, seed=seed, runs=runs, steps=steps)
+    view.check_budget(n=s.n, T=s.T, d=s.d, steps=s.steps, runs=s.runs)
+    with explained():
+        res = cache.joint_random(s)
     view.random_view(res)
     export_button(
         key="jt_export",

@@ -15,8 +15,8 @@ K, d, seed, steps, lr, shape = view.controls()
 left, right = st.columns([1, 2])
 text = view.sequences(left, shape, K, d, seed)
 with explained():
-    tokens, labels = session.parse_sequences(text)
-    prob = ntp.NTPProblem(E=session.vocabulary(K, d, seed), tokens=tokens, labels=labels)
+    data = session.Sequences.parse(text, K=K, d=d, seed=seed)
+    prob = data.problem()
     view.check_budget(prob, steps)
 g = ntp.priority_graphs(prob)
 changes = session.scc_changes(st.session_state.get("ntp_prev_scc"), g.scc)
@@ -24,11 +24,10 @@ st.session_state["ntp_prev_scc"] = g.scc
 with right:
     heat = view.graphs(g, changes)
 
-seqs = session.key_of(prob)  # the sequences, hashable: one cache key
-svm = cache.graph_svm(K, d, seed, *seqs)
+svm = cache.graph_svm(data)
 view.svm_verdict(svm)
 W_svm = svm.W if svm.feasible else None
-key = (*seqs, K, d, seed, steps, lr)
+key = (data, steps, lr)
 cols = st.columns([3, 2])
 slots = [cols[0].empty(), cols[1].empty(), cols[1].empty()]
 about.explain(st, "ntp-runs")

@@ -29,12 +29,16 @@ LR = dict(
     sign=30 / steps,
     spectral=100 / steps,
 )
-runs = tuple((o, o, LR[o] * scale, float(p) if o in ("md", "nmd") else None) for o in names)
+with explained():
+    race_s = studies.RaceSettings(
+        runs=tuple((o, o, LR[o] * scale, float(p) if o in ("md", "nmd") else None) for o in names),
+        steps=steps,
+    )
 NORMS = studies.race_norms(p)
 check_gd(prob, tspec.with_(param="W"), runs=len(names), steps=steps, svms=())
 check_svm(len(names) * len(NORMS), prob, norm="nuc")
 with explained():
-    race = cache.optimizer_race(pspec, runs, steps)
+    race = cache.optimizer_race(pspec, race_s)
 with explained():
     out = studies.race_summary(
         prob,
@@ -57,7 +61,7 @@ st.altair_chart(opt_charts.norm_growth(out["growth"]))
 about.explain(st, "optimizers-growth")
 st.caption(
     "Step sizes: "
-    + ", ".join(f"{THEORY[o][0]} {lr:.3g}" for o, _, lr, _ in runs)
+    + ", ".join(f"{THEORY[o][0]} {lr:.3g}" for o, _, lr, _ in race_s.runs)
     + f". Budget mode: {limits.mode()}. Sign and spectral on attention are open "
     "questions: their cells report what is measured here, not a theorem."
 )

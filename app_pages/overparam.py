@@ -50,7 +50,7 @@ for d in hosted.progress(
     text=lambda d: f"d = {d}: {runs} GD runs and their SVMs…",
 ):
     with explained():
-        parts.append(cache.overparam_cell(pspec_sb.with_(d=d), tspec, d, int(runs)))
+        parts.append(cache.overparam_cell(pspec_sb.with_(d=d), tspec, int(runs)))
 if not parts:
     st.stop()
 res = pd.concat(parts)

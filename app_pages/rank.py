@@ -42,7 +42,8 @@ for n, d in hosted.progress(
     text=lambda c: f"n = {c[0]}, d = {c[1]}: {inst} × 2 SVMs…",
 ):
     with explained():
-        parts.append(cache.rank_cell(n, T, d, 0, inst, pspec.attention))
+        cell = studies.RankCell(n=n, T=T, d=d, instances=inst, attention=pspec.attention)
+        parts.append(cache.rank_cell(cell))
 if not parts:
     st.stop()
 res = pd.concat(parts)

@@ -11,23 +11,23 @@ from ui.views import staircase as view
 from ui.widgets import build, check_gd, explained
 
 view.intro()
-alpha, kind, lam, rule, steps, lr = view.controls()
-view.claims(steps)
+s = view.controls()
+view.claims(s.steps)
 pspec, tspec = specs()
 prob = build(pspec)
-check_gd(prob, tspec.with_(param="KQ"), steps=steps, svms=("nuc", "nuc", "fro"))
+check_gd(prob, tspec.with_(param="KQ"), steps=s.steps, svms=("nuc", "nuc", "fro"))
 with explained():
     limits.check_gd(
         n=prob.n,
         T=prob.T,
         d=prob.d,
-        steps=steps,
+        steps=s.steps,
         param="KQ",
-        record_every=steps // 200,
+        record_every=s.record_every,
         queries=prob.queries,
     )
-    out = cache.staircase_study(pspec, alpha, kind, lam, rule, steps, lr)
-spec_step = view.spectrum(out, alpha)
+    out = cache.staircase_study(pspec, s)
+spec_step = view.spectrum(out, s.init_scale)
 about.explain(st, "stair-spectrum")
 c1, c2 = st.columns(2)
 loss_chart = charts.loss(out["loss"])
@@ -35,7 +35,7 @@ gap_chart = charts.gap(out["gap"], predicted=out["predicted"])
 about.chart(c1, loss_chart, "stair-loss")
 about.chart(c2, gap_chart, "stair-gap")
 with st.container(border=True):
-    view.verdict_panel(out, alpha, lr)
+    view.verdict_panel(out, s.init_scale, s.lr)
 export_ui.export_button(
     key="stair_export",
     problem=prob,

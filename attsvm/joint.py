@@ -28,7 +28,16 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .problems import Problem, check_alpha, check_choice, check_float, check_int, optimal_tokens
+from .limits import MAX_D, MAX_N, MAX_T
+from .problems import (
+    Problem,
+    check_alpha,
+    check_choice,
+    check_float,
+    check_int,
+    optimal_tokens,
+    random_problem,
+)
 from .svm import (
     MAX_P,
     SOLVER,
@@ -40,6 +49,7 @@ from .svm import (
     margins_and_support,
     solve_att_svm,
 )
+from .training import MAX_STEPS, train, train_batch
 
 JOINT_NORMS = ("fro", "lp")
 JOINT_PRESETS = ("mmts-relaxed", "mmts-tight", "mdatt-toy")
@@ -450,9 +460,26 @@ def _token_frame(prob, alpha, sv) -> pd.DataFrame:
     )
 
 
-def preset_study(
-    name: str, *, p: float = 2.0, dtype: str = "float64", steps: int | None = None
-) -> dict:
+@dataclass(frozen=True, kw_only=True)
+class PresetSettings:
+    """A joint-training preset's run (`preset_study`; hashable: the app's cache key).
+    name: one of `JOINT_PRESETS`; p: the ℓp geometry of both tensors (2: normalized GD);
+    dtype: "float32" also runs the authors' loop; steps: None for the preset's own."""
+
+    name: str
+    p: float = 2.0
+    dtype: str = "float64"
+    steps: int | None = None
+
+    def __post_init__(self):
+        check_choice("name", self.name, JOINT_PRESETS)
+        check_choice("dtype", self.dtype, ("float64", "float32"))
+        object.__setattr__(self, "p", check_float("p", self.p, 1.01, 100.0))
+        if self.steps is not None:
+            object.__setattr__(self, "steps", check_int("steps", self.steps, 1, 100_000))
+
+
+def preset_study(s: PresetSettings) -> dict:
     """A preset trained jointly, as paths and SVM rays (the joint-training page).
 
     Always runs the exact float64 engine (`train(train_v=True)`: ngd, or nmd with this p on
@@ -464,12 +491,9 @@ def preset_study(
     "tokens": seq, token, x, y, selected, support; "table": one row per run; "svm":
     JointSvm; "run": the engine's Trajectory; "preset": JointPreset}.
     """
-    from .training import train
-
-    pre = joint_problem(name)
-    check_choice("dtype", dtype, ("float64", "float32"))
-    p = check_float("p", p, 1.01, 100.0)
-    steps = pre.steps if steps is None else check_int("steps", steps, 1, 100_000)
+    pre = joint_problem(s.name)
+    p = s.p
+    steps = pre.steps if s.steps is None else s.steps
     every = max(1, steps // 200)
     while steps % every:
         every -= 1
@@ -487,7 +511,7 @@ def preset_study(
     lp = p != 2.0
     sv = solve_joint_svm(pre.prob, tr.alpha, "lp" if lp else "fro", p=p if lp else None)
     runs = {"float64, exact (attsvm)": (tr.W, tr.v, tr.steps)}
-    if dtype == "float32":
+    if s.dtype == "float32":
         runs["float32, authors' loop"] = _authors_run(pre, steps, every, p)
     prob = pre.prob
     paths, table = _paths_and_table(prob, runs, sv)
@@ -512,21 +536,45 @@ FINAL_COLUMNS = {
 }
 
 
-def random_study(
-    *, n: int, T: int, d: int, seed: int, runs: int, steps: int, lr: float = 0.1
-) -> dict:
-    """Joint NGD on `runs` random instances (random_problem(n, T, d, seed + i), default init,
-    v₀ = the instance's v), and at every record the correlations with the SVMs of its final
-    selection: {"curves": step, instance, measure, corr; "final": one row per instance, with
-    the last correlations as `FINAL_COLUMNS`}."""
-    from .problems import random_problem
-    from .training import train_batch
+@dataclass(frozen=True, kw_only=True)
+class RandomSettings:
+    """Joint NGD on random instances (`random_study`; hashable: the app's cache key):
+    `runs` problems random_problem(n, T, d, seed + i), `steps` steps of size `lr`."""
 
-    probs = [random_problem(n, T, d, seed=seed + i) for i in range(runs)]
+    n: int = 6
+    T: int = 4
+    d: int = 4
+    seed: int = 0
+    runs: int = 8
+    steps: int = 1000
+    lr: float = 0.1
+
+    def __post_init__(self):
+        runs = check_int("runs", self.runs, 1, 100_000)
+        fields = dict(
+            n=check_int("n", self.n, 1, MAX_N),
+            T=check_int("T", self.T, 1, MAX_T),
+            d=check_int("d", self.d, 1, MAX_D),
+            seed=check_int("seed", self.seed, 0, 2**63 - runs),
+            runs=runs,
+            steps=check_int("steps", self.steps, 1, MAX_STEPS),
+            lr=check_float("lr", self.lr, 0.0, 1e3, lo_open=True),
+        )
+        for k, v in fields.items():  # plain ints and floats: equal settings, one cache key
+            object.__setattr__(self, k, v)
+
+
+def random_study(s: RandomSettings) -> dict:
+    """Joint NGD on `s.runs` random instances (random_problem(n, T, d, seed + i), default
+    init, v₀ = the instance's v), and at every record the correlations with the SVMs of its
+    final selection: {"curves": step, instance, measure, corr; "final": one row per
+    instance, with the last correlations as `FINAL_COLUMNS`}."""
+    n, T, d, seed, steps = s.n, s.T, s.d, s.seed, s.steps
+    probs = [random_problem(n, T, d, seed=seed + i) for i in range(s.runs)]
     every = max(1, steps // 50)
     while steps % every:
         every -= 1
-    tr = train_batch(probs, steps=steps, lr=lr, train_v=True, record_every=every, seed=seed)
+    tr = train_batch(probs, steps=steps, lr=s.lr, train_v=True, record_every=every, seed=seed)
     curves, final = [], []
     for i, prob in enumerate(probs):
         sv = solve_joint_svm(prob, tr[i].alpha)

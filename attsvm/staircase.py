@@ -30,10 +30,11 @@ import numpy as np
 import pandas as pd
 
 from . import fastsvm
+from .limits import MAX_D
 from .metrics import RANK_RTOL, numerical_rank
-from .problems import check_choice, check_int
+from .problems import check_choice, check_float, check_int
 from .studies import classify_runs
-from .training import scaled_init, train_batch
+from .training import INIT_KINDS, MAX_INIT_SCALE, scaled_init, train_batch
 
 TAKEOFF_FRAC = 0.1  # σ_j has taken off once it reaches this share of the final σ₁(ΔW)
 STAIR_RTOL = 1e-2  # ΔW is "numerically rank r" when σ_{r+1}/σ₁ < this
@@ -286,44 +287,75 @@ STUDY_POINTS = 200  # records of a page run
 STUDY_SEGMENTS = 50  # factor-norm checkpoints of a page run
 
 
-def study(
-    prob,
-    *,
-    init_scale: float,
-    init_kind: str = "gaussian",
-    weight_decay: float | None = None,
-    steps: int = 2000,
-    lr: float = 0.5,
-    optimizer: str = "gd",
-    seed: int = 0,
-    top: int = 4,
-) -> dict:
+@dataclass(frozen=True, kw_only=True)
+class StudySettings:
+    """The "Rank from small init" view's run (hashable: the app's cache key).
+
+    init_scale α, init_kind, seed: the start (`training.scaled_init`); weight_decay: λ
+    (None: the vanishing ridge; 0: no ridge at all); steps (a multiple of `STUDY_POINTS`),
+    lr, optimizer ("gd" plain or "ngd" normalized): the GD run; top: how many σ_j(ΔW) the
+    spectrum keeps.
+    """
+
+    init_scale: float
+    init_kind: str = "gaussian"
+    weight_decay: float | None = None
+    steps: int = 2000
+    lr: float = 0.5
+    optimizer: str = "gd"
+    seed: int = 0
+    top: int = 4
+
+    def __post_init__(self):
+        steps = check_int("steps", self.steps, STUDY_POINTS, 100_000)
+        if steps % STUDY_POINTS:
+            raise ValueError(f"`steps` must be a multiple of {STUDY_POINTS}; got {steps}")
+        wd = self.weight_decay
+        fields = dict(
+            init_scale=check_float(
+                "init_scale", self.init_scale, 0.0, MAX_INIT_SCALE, lo_open=True
+            ),
+            init_kind=check_choice("init_kind", self.init_kind, INIT_KINDS),
+            weight_decay=None if wd is None else check_float("weight_decay", wd, 0.0, 2.0),
+            steps=steps,
+            lr=check_float("lr", self.lr, 0.0, 1e3, lo_open=True),
+            optimizer=check_choice("optimizer", self.optimizer, RULES),
+            seed=check_int("seed", self.seed, 0, 2**63 - 1),
+            top=check_int("top", self.top, 1, MAX_D),
+        )
+        for k, v in fields.items():  # plain ints and floats: equal settings, one cache key
+            object.__setattr__(self, k, v)
+
+    @property
+    def record_every(self) -> int:
+        """Steps between records: `STUDY_POINTS` records per run."""
+        return self.steps // STUDY_POINTS
+
+
+def study(prob, s: StudySettings) -> dict:
     """One run with everything the "Rank from small init" view shows, as tidy frames.
 
-    Returns: dict(spectrum: step, rescaled, j, sigma (the top `top` σ_j(ΔW)); loss: step,
+    Returns: dict(spectrum: step, rescaled, j, sigma (the top `s.top` σ_j(ΔW)); loss: step,
     rescaled, loss, stable_rank; gap: step, sq_half, nuclear, gap, rel_gap, imbalance;
     takeoff: j, step (NaN: not taken off); verdict: `verdicts`' row; predicted: the gap's
-    predicted rate per step (None without weight decay); runs: the `StairRuns`).
-    steps must be a multiple of 200 (`STUDY_POINTS` records, `STUDY_SEGMENTS` checkpoints).
+    predicted rate per step (None without weight decay); runs: the `StairRuns`), from
+    `STUDY_POINTS` records and `STUDY_SEGMENTS` checkpoints.
 
     Long because it builds the view's five tidy frames from the run, one after another.
     """
-    steps = check_int("steps", steps, STUDY_POINTS, 100_000)
-    if steps % STUDY_POINTS:
-        raise ValueError(f"`steps` must be a multiple of {STUDY_POINTS}; got {steps}")
     r = run_staircase(
         [prob],
-        init_scale=init_scale,
-        init_kind=init_kind,
-        weight_decay=weight_decay,
-        steps=steps,
-        lr=lr,
-        optimizer=optimizer,
-        seed=seed,
-        record_every=steps // STUDY_POINTS,
+        init_scale=s.init_scale,
+        init_kind=s.init_kind,
+        weight_decay=s.weight_decay,
+        steps=s.steps,
+        lr=s.lr,
+        optimizer=s.optimizer,
+        seed=s.seed,
+        record_every=s.record_every,
         segments=STUDY_SEGMENTS,
     )
-    top = min(top, r.sv.shape[-1])
+    top = min(s.top, r.sv.shape[-1])
     k = len(r.steps)
     spec = pd.DataFrame(
         dict(
@@ -347,13 +379,13 @@ def study(
         )
     )
     take = pd.DataFrame(dict(j=np.arange(1, top + 1), step=r.takeoff[0, :top]))
-    lam = weight_decay or 0.0
+    lam = s.weight_decay or 0.0
     return dict(
         spectrum=spec,
         loss=loss,
         gap=gap,
         takeoff=take,
         verdict=verdicts([prob], r)[0],
-        predicted=predicted_rates(lr, lam)["gap"] if lam > 0 and optimizer == "gd" else None,
+        predicted=predicted_rates(s.lr, lam)["gap"] if lam > 0 and s.optimizer == "gd" else None,
         runs=r,
     )

@@ -1,7 +1,9 @@
 """The studies the app's pages show, as plain functions of settings records.
 
-Each returns tidy DataFrames (or a small dict) and is deterministic in its arguments, so
-the app caches it by its arguments. The paper's claims they probe (arXiv 2308.16898):
+Settings travel as frozen records (`ProblemSpec`, `TrainSpec`, and a study's own:
+`BasinsSettings`, `RankCell`, `RaceSettings`). Each study returns tidy DataFrames (or a
+small dict) and is deterministic in its arguments, so the app caches it by them. The
+paper's claims they probe (arXiv 2308.16898):
 
 - `basins`: where GD from many initializations converges, which locally optimal α
   (Definition 2, Theorem 5 "local convergence");
@@ -15,20 +17,34 @@ the app caches it by its arguments. The paper's claims they probe (arXiv 2308.16
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
 from . import fastsvm
 from .config import ProblemSpec, TrainSpec, record_every
+from .limits import MAX_D, MAX_N, MAX_T
 from .metrics import RANK_RTOL, correlation, numerical_rank
-from .problems import Problem, optimal_tokens, random_problem, token_scores
+from .optimizers import MAX_P, MIN_P, OPTIMIZERS
+from .problems import (
+    ATTENTIONS,
+    Problem,
+    check_choice,
+    check_float,
+    check_int,
+    optimal_tokens,
+    random_problem,
+    token_scores,
+)
 from .svm import (
     locally_optimal_selections,
     solve_att_svm,
     solve_generalized_svm,
     supports_score_lower,
 )
-from .training import train, train_batch
+from .training import MAX_STEPS, train, train_batch
 
 
 def run(pspec: ProblemSpec, tspec: TrainSpec, every: int | None = None):
@@ -44,14 +60,45 @@ def run(pspec: ProblemSpec, tspec: TrainSpec, every: int | None = None):
     )
 
 
-def _initializations(
-    prob: Problem, tspec: TrainSpec, inits_seed: int, runs: int, radius: float, plane: bool
-):
-    """`runs` inits of Frobenius norm `radius` and their plane coordinates (see `basins`)."""
+@dataclass(frozen=True, kw_only=True)
+class BasinsSettings:
+    """The starts of `basins` (hashable: the app's cache key): `runs` initializations of
+    Frobenius norm `radius`, drawn with `inits_seed`, in random directions or (plane) on a
+    √runs × √runs grid of a random plane, so then `runs` is a square."""
+
+    runs: int = 64
+    radius: float = 3.0
+    plane: bool = False
+    inits_seed: int = 0
+
+    def __post_init__(self):
+        runs = check_int("runs", self.runs, 1, 1_000_000)
+        if not isinstance(self.plane, (bool, np.bool_)):
+            raise ValueError(f"`plane` must be True or False; got {self.plane!r}")
+        if self.plane and math.isqrt(runs) ** 2 != runs:
+            raise ValueError(f"`runs` must be a square (a grid of starts) on a plane; got {runs}")
+        fields = dict(
+            runs=runs,
+            radius=check_float("radius", self.radius, 0.0, 1e6),
+            plane=bool(self.plane),
+            inits_seed=check_int("inits_seed", self.inits_seed, 0, 2**63 - 1),
+        )
+        for k, v in fields.items():  # plain values: equal settings, one cache key
+            object.__setattr__(self, k, v)
+
+    @property
+    def grid(self) -> int:
+        """g of the plane's g × g grid of starts."""
+        return math.isqrt(self.runs)
+
+
+def _initializations(prob: Problem, tspec: TrainSpec, s: BasinsSettings):
+    """The starts of `s` for `prob` and their plane coordinates (see `basins`)."""
     d, m = prob.d, tspec.m_for(prob)
-    rng = np.random.default_rng([inits_seed, 7])
-    if plane:
-        g = int(round(np.sqrt(runs)))
+    runs, radius = s.runs, s.radius
+    rng = np.random.default_rng([s.inits_seed, 7])
+    if s.plane:
+        g = s.grid
         E = rng.standard_normal((2, d * d))
         E[0] /= np.linalg.norm(E[0])
         E[1] -= (E[1] @ E[0]) * E[0]
@@ -74,17 +121,16 @@ def _initializations(
     return inits, coords
 
 
-def basins(
-    pspec: ProblemSpec, tspec: TrainSpec, inits_seed: int, runs: int, radius: float, plane: bool
-) -> pd.DataFrame:
-    """GD from `runs` initializations of Frobenius norm `radius` (random directions, or a
-    √runs × √runs grid on the plane spanned by two random orthonormal directions E₁, E₂).
+def basins(pspec: ProblemSpec, tspec: TrainSpec, s: BasinsSettings) -> pd.DataFrame:
+    """GD from the starts of `s`: `s.runs` initializations of Frobenius norm `s.radius`
+    (random directions, or a √runs × √runs grid on the plane spanned by two random
+    orthonormal directions E₁, E₂).
 
     Returns one row per run: a, b (plane coordinates or NaN), selection (tuple), prob
     (smallest selected softmax weight at the end).
     """
     prob = pspec.build()
-    inits, coords = _initializations(prob, tspec, inits_seed, runs, radius, plane)
+    inits, coords = _initializations(prob, tspec, s)
     run = train_batch(
         [prob] * len(inits),
         steps=tspec.steps,
@@ -162,10 +208,10 @@ def classify_runs(probs: list[Problem], alphas, norm: str = "fro") -> list[dict]
     return rows
 
 
-def overparam_cell(base: ProblemSpec, tspec: TrainSpec, d: int, runs: int) -> pd.DataFrame:
-    """Runs with data seeds base.seed … base.seed+runs−1 at dimension d: what GD reached
-    (`classify_runs`) and whether the global SVM is feasible. One row per run."""
-    specs = [base.with_(d=d, seed=base.seed + j) for j in range(runs)]
+def overparam_cell(base: ProblemSpec, tspec: TrainSpec, runs: int) -> pd.DataFrame:
+    """Runs with data seeds base.seed … base.seed+runs−1 at dimension base.d: what GD
+    reached (`classify_runs`) and whether the global SVM is feasible. One row per run."""
+    specs = [base.with_(seed=base.seed + j) for j in range(runs)]
     probs = [s.build() for s in specs]
     run = train_batch(
         probs,
@@ -178,7 +224,7 @@ def overparam_cell(base: ProblemSpec, tspec: TrainSpec, d: int, runs: int) -> pd
     return pd.DataFrame(
         [
             dict(
-                d=d,
+                d=base.d,
                 seed=s.seed,
                 selection=r["selection"],
                 opt=r["opt"],
@@ -264,11 +310,36 @@ def rank_rows(
     return rows
 
 
-def rank_cell(
-    n: int, T: int, d: int, seed0: int, instances: int, attention: str = "cross"
-) -> pd.DataFrame:
-    """`rank_rows` of the data seeds seed0 … seed0+instances−1, one row per instance."""
-    rows = rank_rows(n, T, d, range(seed0, seed0 + instances), attention=attention)
+@dataclass(frozen=True, kw_only=True)
+class RankCell:
+    """One (n, T, d) cell of the rank sweep (`rank_cell`; hashable: the app's cache key):
+    `instances` random problems with data seeds seed0 … seed0+instances−1."""
+
+    n: int
+    T: int
+    d: int
+    instances: int = 5
+    seed0: int = 0
+    attention: str = "cross"
+
+    def __post_init__(self):
+        instances = check_int("instances", self.instances, 1, 100_000)
+        fields = dict(
+            n=check_int("n", self.n, 1, MAX_N),
+            T=check_int("T", self.T, 1, MAX_T),
+            d=check_int("d", self.d, 1, MAX_D),
+            instances=instances,
+            seed0=check_int("seed0", self.seed0, 0, 2**63 - instances),
+            attention=check_choice("attention", self.attention, ATTENTIONS),
+        )
+        for k, v in fields.items():  # plain values: equal settings, one cache key
+            object.__setattr__(self, k, v)
+
+
+def rank_cell(c: RankCell) -> pd.DataFrame:
+    """`rank_rows` of the cell's data seeds, one row per instance."""
+    seeds = range(c.seed0, c.seed0 + c.instances)
+    rows = rank_rows(c.n, c.T, c.d, seeds, attention=c.attention)
     return pd.DataFrame(rows, columns=["n", "T", "d", "seed", "feasible", "rank_fro", "rank_nuc"])
 
 
@@ -349,22 +420,55 @@ def race_norms(p: float) -> list:
     ]
 
 
-def race(prob: Problem, runs, *, steps: int, records: int = 100) -> dict:
-    """Several optimizers from the same start (W_0 = 0) on one problem, in the GD engine
-    (`attsvm.train(optimizer=…)`, exact gradients), for the Optimizer → norm page.
+@dataclass(frozen=True, kw_only=True)
+class RaceSettings:
+    """An optimizer race (`race`; hashable: the app's cache key): `runs` as (label,
+    optimizer, lr, p) tuples, p None unless md/nmd; each run takes `steps` steps and keeps
+    about `records` records."""
 
-    Args:
-        runs: (label, optimizer, lr, p) tuples (p None unless md/nmd).
-        steps: steps of each run; about `records` records are kept (every steps // records).
+    runs: tuple
+    steps: int = 2000
+    records: int = 100
+
+    def __post_init__(self):
+        if not isinstance(self.runs, tuple) or not self.runs:
+            raise ValueError(f"`runs` must be a non-empty tuple of runs; got {self.runs!r}")
+        object.__setattr__(self, "runs", tuple(_race_run(r) for r in self.runs))
+        labels = [r[0] for r in self.runs]
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"`runs` must have distinct labels; got {labels}")
+        object.__setattr__(self, "steps", check_int("steps", self.steps, 1, MAX_STEPS))
+        object.__setattr__(self, "records", check_int("records", self.records, 1, MAX_STEPS))
+
+
+def _race_run(run) -> tuple:
+    """(label, optimizer, lr, p) checked as `train` checks them."""
+    if not isinstance(run, tuple) or len(run) != 4:
+        raise ValueError(f"`runs` must hold (label, optimizer, lr, p) tuples; got {run!r}")
+    label, opt, lr, p = run
+    check_choice("optimizer", opt, OPTIMIZERS)
+    if opt in ("md", "nmd"):
+        p = None if p is None else check_float("p", p, MIN_P, MAX_P)
+    elif p is not None:
+        raise ValueError(f"`p` must be None unless optimizer is 'md' or 'nmd'; got {p!r}")
+    return str(label), opt, check_float("lr", lr, 0.0, 1e3, lo_open=True), p
+
+
+def race(prob: Problem, s: RaceSettings) -> dict:
+    """Several optimizers from the same start (W_0 = 0) on one problem, in the GD engine
+    (`attsvm.train(optimizer=…)`, exact gradients), for the Optimizer → norm page: each run
+    of `s.runs` for `s.steps` steps, recorded every steps // records (or the next divisor
+    of steps below).
 
     Returns:
         {label: (steps (k,), W (k, d, d))}.
     """
-    every = max(1, steps // records)
+    steps = s.steps
+    every = max(1, steps // s.records)
     while steps % every:  # record_every must divide steps
         every -= 1
     out = {}
-    for label, opt, lr, p in runs:
+    for label, opt, lr, p in s.runs:
         r = train(
             prob,
             optimizer=opt,

@@ -98,6 +98,16 @@ def test_run_refuses_before_any_work(monkeypatch):
         experiments.run("regularization-path", n=32, T=32, d=32)
 
 
+def test_ntp_experiments_are_priced_once_by_their_record(monkeypatch):
+    """The registry refuses with the record's `price`; `run` prices nothing a second time."""
+    from attsvm.experiments import ntp
+
+    for f in ("check_gd", "check_svm", "check_work", "svm_work", "graph_svm_work"):
+        monkeypatch.setattr(limits, f, lambda *a, f=f, **k: pytest.fail(f"run called {f}"))
+    for run, Settings in ((ntp.run_global, ntp.Settings), (ntp.run_local, ntp.LocalSettings)):
+        assert len(run(Settings(instances=1, steps=100)).frames["instances"]) == 1
+
+
 def test_bulk_and_sphere_prices_grow_with_every_size():
     for f in (limits.bulk_svm_work, limits.sphere_work):
         base = f(n=4, T=4, d=4)

@@ -1,12 +1,15 @@
 """attsvm.studies and attsvm.live: the pages' computations, tested without Streamlit."""
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
 
 import attsvm
-from attsvm import limits, live, studies
+from attsvm import joint, limits, live, staircase, studies
 from attsvm.config import ProblemSpec, TrainSpec, norm_for
+from attsvm.ntp import session
 
 
 def test_norm_for_pairs_each_parameterization_with_its_svm():
@@ -54,7 +57,7 @@ def test_rank_summary_averages_feasible_instances_only():
 
 
 def test_rank_cell_matches_direct_solves():
-    cell = studies.rank_cell(2, 3, 3, 0, 2)
+    cell = studies.rank_cell(studies.RankCell(n=2, T=3, d=3, instances=2))
     for _, row in cell.iterrows():
         prob = attsvm.random_problem(2, 3, 3, seed=int(row.seed))
         sol = attsvm.solve_att_svm(prob, norm="nuc")
@@ -71,16 +74,17 @@ def test_rank_rows_solve_the_nuclear_svm_for_the_first_quota_feasible_only():
 
 
 def test_overparam_cell_classifies_every_run_like_classify_selection():
-    base, tspec = ProblemSpec(n=3, T=3), TrainSpec(steps=50)
-    cell = studies.overparam_cell(base, tspec, 3, 3)
-    assert len(cell) == 3
+    base, tspec = ProblemSpec(n=3, T=3, d=3), TrainSpec(steps=50)
+    cell = studies.overparam_cell(base, tspec, 3)
+    assert len(cell) == 3 and (cell["d"] == 3).all()
     for _, row in cell.iterrows():
-        prob = base.with_(d=3, seed=int(row.seed)).build()
+        prob = base.with_(seed=int(row.seed)).build()
         assert row.kind == attsvm.classify_selection(prob, np.array(row.selection))
 
 
 def test_basins_plane_covers_a_grid_of_starts():
-    df = studies.basins(ProblemSpec(n=2, T=3, d=2), TrainSpec(steps=20), 0, 9, 2.0, True)
+    starts = studies.BasinsSettings(runs=9, radius=2.0, plane=True)
+    df = studies.basins(ProblemSpec(n=2, T=3, d=2), TrainSpec(steps=20), starts)
     assert len(df) == 9 and sorted(set(df["a"])) == [-1.0, 0.0, 1.0]
     assert df["prob"].between(0, 1).all()
 
@@ -90,3 +94,41 @@ def test_live_work_is_the_gd_price():
     tspec = TrainSpec(steps=500)
     assert live.live_work(prob, tspec) == limits.gd_work(n=6, T=8, d=10, steps=500)
     assert live.live_work(prob, tspec) < live.AUTO_RUN_WORK
+
+
+# (record, good settings, a setting, a value it refuses)
+STUDY_RECORDS = [
+    (staircase.StudySettings, dict(init_scale=1e-4, steps=1000, lr=0.5), "steps", 1100),
+    (joint.PresetSettings, dict(name="mmts-tight", p=3.0, steps=200), "dtype", "float16"),
+    (joint.RandomSettings, dict(n=4, T=3, d=3, runs=2, lr=0.1), "runs", 0),
+    (studies.BasinsSettings, dict(runs=9, radius=2.0, plane=True), "runs", 10),
+    (studies.RankCell, dict(n=2, T=3, d=3, instances=2), "attention", "both"),
+    (studies.RaceSettings, dict(runs=(("md", "md", 1.0, 3.0),), steps=100), "steps", 0),
+    (session.Sequences, dict(K=6, d=8, tokens=((0, 1, 2),), labels=(1,)), "tokens", ((0, 1, 9),)),
+]
+
+
+def _numpy_valued(v):
+    """`v` as a widget or an array hands it over: numpy scalars, nested tuples of them."""
+    if isinstance(v, tuple):
+        return tuple(_numpy_valued(x) for x in v)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return v
+    return np.int64(v) if isinstance(v, int) else np.float64(v)
+
+
+@pytest.mark.parametrize(
+    "cls, good, field, bad", STUDY_RECORDS, ids=[r[0].__name__ for r in STUDY_RECORDS]
+)
+def test_a_study_record_names_a_bad_setting_and_equal_settings_are_one_cache_key(
+    cls, good, field, bad
+):
+    """Each study's settings record refuses a bad value naming the setting; equal settings,
+    given as plain or numpy values, are equal, hash equal and hold the same plain values
+    (`st.cache_data` hashes a dataclass by `dataclasses.asdict`)."""
+    with pytest.raises(ValueError, match=f"`{field}`"):
+        cls(**{**good, field: bad})
+    a, b = cls(**good), cls(**{k: _numpy_valued(v) for k, v in good.items()})
+    assert a == b and hash(a) == hash(b)
+    plain, given = dataclasses.asdict(a), dataclasses.asdict(b)
+    assert repr(plain) == repr(given)  # same values of the same types

@@ -71,22 +71,20 @@ def selections(pspec: ProblemSpec, norm: str = "fro"):
 
 @st.cache_data(max_entries=16, ttl=TTL, show_spinner="Running GD from many initializations…")
 @hosted.metered
-def batch_alphas(
-    pspec: ProblemSpec, tspec: TrainSpec, inits_seed: int, runs: int, radius: float, plane: bool
-):
-    return studies.basins(pspec, tspec, inits_seed, runs, radius, plane)
+def basins(pspec: ProblemSpec, tspec: TrainSpec, s: studies.BasinsSettings):
+    return studies.basins(pspec, tspec, s)
 
 
 @st.cache_data(max_entries=64, ttl=TTL, show_spinner=False)
 @hosted.metered
-def overparam_cell(base: ProblemSpec, tspec: TrainSpec, d: int, runs: int):
-    return studies.overparam_cell(base, tspec, d, runs)
+def overparam_cell(base: ProblemSpec, tspec: TrainSpec, runs: int):
+    return studies.overparam_cell(base, tspec, runs)
 
 
 @st.cache_data(max_entries=64, ttl=TTL, show_spinner=False)
 @hosted.metered
-def rank_cell(n: int, T: int, d: int, seed0: int, instances: int, attention: str = "cross"):
-    return studies.rank_cell(n, T, d, seed0, instances, attention)
+def rank_cell(c: studies.RankCell):
+    return studies.rank_cell(c)
 
 
 @st.cache_data(max_entries=16, ttl=TTL, show_spinner="Solving the generalized SVM…")
@@ -113,9 +111,9 @@ def experiment(name: str, s) -> experiments.Result:
 # -- Optimizer → norm page ---------------------------------------------------------------------
 @st.cache_data(max_entries=16, ttl=TTL, show_spinner="Racing the optimizers…")
 @hosted.metered
-def optimizer_race(pspec: ProblemSpec, runs: tuple, steps: int) -> dict:
-    """`attsvm.studies.race` on the spec's problem (W_0 = 0, ~100 records)."""
-    return studies.race(pspec.build(), runs, steps=steps)
+def optimizer_race(pspec: ProblemSpec, s: studies.RaceSettings) -> dict:
+    """`attsvm.studies.race` on the spec's problem (W_0 = 0)."""
+    return studies.race(pspec.build(), s)
 
 
 @st.cache_data(max_entries=512, ttl=TTL, show_spinner=False)
@@ -128,12 +126,9 @@ def svm_norm(pspec: ProblemSpec, alpha: tuple, norm: str, p: float | None = None
 # -- next-token prediction ----------------------------------------------------------------
 @st.cache_data(max_entries=128, ttl=TTL, show_spinner=False)
 @hosted.metered
-def graph_svm(K: int, d: int, seed: int, tokens: tuple, labels: tuple):
-    """`attsvm.ntp.solve_graph_svm` of the page's data (vocabulary from K, d, seed)."""
-    prob = ntp.NTPProblem(
-        E=ntp_session.vocabulary(K, d, seed), tokens=np.array(tokens), labels=np.array(labels)
-    )
-    return ntp.solve_graph_svm(prob)
+def graph_svm(data: ntp_session.Sequences):
+    """`attsvm.ntp.solve_graph_svm` of the page's data."""
+    return ntp.solve_graph_svm(data.problem())
 
 
 class SharedRuns:
@@ -164,33 +159,23 @@ def ntp_runs() -> SharedRuns:
 # -- Train the head too ------------------------------------------------------------------------
 @st.cache_data(max_entries=32, ttl=TTL, show_spinner="Training v and W together…")
 @hosted.metered
-def joint_preset(name: str, p: float, dtype: str, steps: int) -> dict:
+def joint_preset(s: joint.PresetSettings) -> dict:
     """`attsvm.joint.preset_study` of a joint-training preset."""
-    return joint.preset_study(name, p=p, dtype=dtype, steps=steps)
+    return joint.preset_study(s)
 
 
 @st.cache_data(max_entries=16, ttl=TTL, show_spinner="Training v and W together…")
 @hosted.metered
-def joint_random(n: int, T: int, d: int, seed: int, runs: int, steps: int) -> dict:
+def joint_random(s: joint.RandomSettings) -> dict:
     """`attsvm.joint.random_study` on random instances."""
-    return joint.random_study(n=n, T=T, d=d, seed=seed, runs=runs, steps=steps)
+    return joint.random_study(s)
 
 
 @st.cache_data(max_entries=32, ttl=TTL, show_spinner="Running (K, Q)-GD from a small start…")
 @hosted.metered
-def staircase_study(
-    pspec: ProblemSpec, alpha: float, kind: str, lam: float, rule: str, steps: int, lr: float
-) -> dict:
-    """`attsvm.staircase.study` on the sidebar's problem (λ = 0: no ridge at all)."""
-    return staircase.study(
-        pspec.build(),
-        init_scale=alpha,
-        init_kind=kind,
-        weight_decay=lam,
-        steps=steps,
-        lr=lr,
-        optimizer=rule,
-    )
+def staircase_study(pspec: ProblemSpec, s: staircase.StudySettings) -> dict:
+    """`attsvm.staircase.study` on the sidebar's problem."""
+    return staircase.study(pspec.build(), s)
 
 
 # -- Real words ---------------------------------------------------------------------------------

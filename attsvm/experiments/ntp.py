@@ -203,23 +203,11 @@ def _instances(s: Settings):
     return probs, inits, [None] * len(probs)
 
 
-def _check_budget(s: Settings, probs, runs_per_instance: int, svms_per_instance: int):
-    p = probs[0]
-    B = len(probs)
-    w = limits.check_gd(n=p.n, T=p.T, d=p.d, steps=s.steps, runs=runs_per_instance * B)
-    w += limits.check_svm(solves=svms_per_instance * B)
-    limits.check_work(
-        w + limits.svm_work(n=p.n, T=p.T, d=p.d, solves=svms_per_instance * B),
-        what=f"{B} next-token instances",
-    )
-
-
-def _train(s: Settings, progress: Progress, *, runs: int, svms: int):
-    """Both experiments' start: the instances (budget-checked for `runs` GD runs and `svms`
-    Graph-SVMs per instance), NGD on W from W_0 and on the reduced data for W^fin from 0.
-    Returns (problems, stored, trajectories of W, of W^fin)."""
+def _train(s: Settings, progress: Progress):
+    """Both experiments' start: the instances, NGD on W from W_0 and on the reduced data for
+    W^fin from 0. Returns (problems, stored, trajectories of W, of W^fin). The whole run is
+    priced by `price` (the registry refuses it over budget before it starts)."""
     probs, inits, stored = _instances(s)
-    _check_budget(s, probs, runs, svms)
     cfg = gd._settings(s.steps, s.lr, s.loss, s.head, "ngd", s.record_every)
     progress(0.05, f"gradient descent on W and W^fin: {len(probs)} instances")
     tr = gd.run_batch([gd.problem_data(p) for p in probs], inits, **cfg)
@@ -276,7 +264,7 @@ def _global_summary(inst: pd.DataFrame) -> dict:
 
 
 def run_global(s: Settings = Settings(), *, progress: Progress = no_progress) -> Result:
-    probs, stored, tr, fin = _train(s, progress, runs=2, svms=1)
+    probs, stored, tr, fin = _train(s, progress)
     progress(0.6, "Graph-SVMs")
     frames = []
 
@@ -347,7 +335,7 @@ LOCAL_MEASURES = ("corr_gmm", "corr_lmm", "corr_fit_gmm", "corr_fit_lmm", "selec
 
 
 def run_local(s: LocalSettings = LocalSettings(), *, progress: Progress = no_progress) -> Result:
-    probs, _, tr, fin = _train(s, progress, runs=3, svms=2)
+    probs, _, tr, fin = _train(s, progress)
     progress(0.5, "global and local Graph-SVMs")
     frames = []
 

@@ -5,15 +5,17 @@ passes a metered one), its per-record measures and summary."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from .. import limits
+from ..problems import check_int
 from . import gd
 from .gd import curves, loss_floor
 from .graph import PriorityGraphs, reduced_mask, top_scc_mass, top_scc_tokens
-from .problem import NTPProblem, random_ntp_problem
+from .problem import MAX_D, MAX_K, NTPProblem, random_ntp_problem
 
 RECORDS = 200  # records of a run; CHUNKS live updates of RECORDS / CHUNKS each
 CHUNKS = 10
@@ -113,9 +115,36 @@ def scc_changes(old: np.ndarray | None, new: np.ndarray) -> list[str]:
     return out
 
 
-def key_of(prob: NTPProblem) -> tuple:
-    """(tokens, labels) as nested tuples: a hashable cache key of the sequences."""
-    return tuple(map(tuple, prob.tokens.tolist())), tuple(prob.labels.tolist())
+@dataclass(frozen=True, kw_only=True)
+class Sequences:
+    """The page's data (hashable: the app's cache key): the vocabulary of K unit embeddings
+    in R^d drawn with `seed` (`vocabulary`) and the sequences' token ids and labels, held as
+    nested tuples of ints and checked by `NTPProblem` on construction."""
+
+    K: int
+    d: int
+    seed: int = 0
+    tokens: tuple
+    labels: tuple
+
+    def __post_init__(self):
+        object.__setattr__(self, "K", check_int("K", self.K, 2, MAX_K))
+        object.__setattr__(self, "d", check_int("d", self.d, 1, MAX_D))
+        object.__setattr__(self, "seed", check_int("seed", self.seed, 0, 2**63 - 1))
+        p = self.problem()
+        object.__setattr__(self, "tokens", tuple(map(tuple, p.tokens.tolist())))
+        object.__setattr__(self, "labels", tuple(p.labels.tolist()))
+
+    @classmethod
+    def parse(cls, text: str, *, K: int, d: int, seed: int = 0) -> Sequences:
+        """The sequences of the editor's text (`parse_sequences`) over this vocabulary."""
+        tokens, labels = parse_sequences(text)
+        return cls(K=K, d=d, seed=seed, tokens=tokens, labels=labels)
+
+    def problem(self) -> NTPProblem:
+        return NTPProblem(
+            E=vocabulary(self.K, self.d, self.seed), tokens=self.tokens, labels=self.labels
+        )
 
 
 def check_budget(prob: NTPProblem, steps: int) -> None:

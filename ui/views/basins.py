@@ -7,8 +7,9 @@ import pandas as pd
 import streamlit as st
 
 from attsvm.config import ProblemSpec, selection_label
+from attsvm.studies import BasinsSettings
 from attsvm_charts import explorer as charts
-from ui.widgets import BOUND
+from ui.widgets import BOUND, explained
 
 
 def intro():
@@ -26,9 +27,9 @@ def intro():
     )
 
 
-def controls() -> tuple[ProblemSpec, int, float, int]:
-    """The page's own problem and its GD starts: (problem settings, random starts, init
-    radius ‖W(0)‖_F, basin map grid g)."""
+def controls() -> tuple[ProblemSpec, BasinsSettings, BasinsSettings]:
+    """The page's own problem and its GD starts: (problem settings, the random starts, the
+    basin map's g × g grid of starts), both at the init radius ‖W(0)‖_F."""
     c = st.columns(7)
     n = c[0].number_input("n", 1, 8, 3, key="bas_n", **BOUND)
     T = c[1].number_input("T", 1, 16, 3, key="bas_T", **BOUND)
@@ -48,7 +49,10 @@ def controls() -> tuple[ProblemSpec, int, float, int]:
     )
     grid = c[6].number_input("map grid g (g×g starts)", 2, 40, 15, key="bas_grid", **BOUND)
     pspec = ProblemSpec(n=int(n), T=int(T), d=int(d), seed=int(seed))
-    return pspec, int(runs), float(radius), int(grid)
+    with explained():
+        starts = BasinsSettings(runs=runs, radius=radius, inits_seed=0)
+        plane = BasinsSettings(runs=grid**2, radius=radius, plane=True, inits_seed=1)
+    return pspec, starts, plane
 
 
 def selections(table, total: int, norm: str) -> dict:

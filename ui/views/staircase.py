@@ -10,10 +10,10 @@ import pandas as pd
 import streamlit as st
 
 from attsvm.metrics import RANK_RTOL
-from attsvm.staircase import STAIR_RTOL, TAKEOFF_FRAC
+from attsvm.staircase import STAIR_RTOL, TAKEOFF_FRAC, StudySettings
 from attsvm.training import INIT_KINDS
 from attsvm_charts import staircase as charts
-from ui.widgets import BOUND
+from ui.widgets import BOUND, explained
 
 ALPHAS = sorted({10.0**e for e in range(-8, 1)} | {0.3})
 LAMBDAS = [0.0, 1e-4, 1e-3, 3e-3, 1e-2, 3e-2]
@@ -101,8 +101,9 @@ def verdict_panel(out: dict, alpha: float, lr: float):
     )
 
 
-def controls() -> tuple[float, str, float, str, int, float]:
-    """(init scale α, init kind, weight decay λ, rule, steps, step size η)."""
+def controls() -> StudySettings:
+    """The run the page's inputs ask for (init scale α, init kind, weight decay λ, rule,
+    steps, step size η; λ = 0: no ridge at all)."""
     c = st.columns(6)
     alpha = c[0].select_slider(
         "init scale α",
@@ -153,7 +154,10 @@ def controls() -> tuple[float, str, float, str, int, float]:
         help="normalized GD moves each factor by η per step: "
         "it needs η ≈ 0.01 or less to settle; plain GD is stable at 0.5 here",
     )
-    return float(alpha), kind, float(lam), rule, int(steps), float(lr)
+    with explained():
+        return StudySettings(
+            init_scale=alpha, init_kind=kind, weight_decay=lam, optimizer=rule, steps=steps, lr=lr
+        )
 
 
 def spectrum(out: dict, alpha: float):
