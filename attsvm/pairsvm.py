@@ -581,7 +581,7 @@ def _nuc_alm(
     good_gap: float = 1e-6,
     max_outer: int = 40,
     max_inner: int = 4000,
-    patience: int = 2,
+    patience: int = 1,
 ):
     """min ‖W‖_* s.t. ⟨A_j, W⟩ ≥ 1 as W = U Vᵀ, min ½(‖U‖²_F + ‖V‖²_F) (Burer & Monteiro,
     Math. Program. 2003; ‖W‖_* = min over factorisations, Srebro et al. 2005) by the

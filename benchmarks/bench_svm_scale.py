@@ -145,6 +145,7 @@ def main(argv=None):
     )
     ap.add_argument("--only", default="", help="norm ('fro' or 'nuc') to run alone")
     ap.add_argument("--max-m", type=int, default=10**9, help="skip sizes with more constraints")
+    ap.add_argument("--sizes", default="", help="only these sizes, e.g. '32x32x32,64x64x128'")
     ap.add_argument(
         "--pretrained",
         default="",
@@ -165,6 +166,8 @@ def main(argv=None):
         if args.only and norm != args.only:
             continue
         if limits._constraints(n, T, queries) > args.max_m:
+            continue
+        if args.sizes and f"{n}x{T}x{d}" not in args.sizes.split(","):
             continue
         r = bench_one(
             n, T, d, queries, norm, repeats=args.repeats, clarabel_seconds=args.clarabel_seconds
