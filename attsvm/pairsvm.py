@@ -781,17 +781,18 @@ def pick_solver(m: int, d: int, d2: int, q: int, norm: str) -> str:
     return "wsnewton" if m > 2 * p else "newton"
 
 
-def _working_set(P: Pairs, S, solve, tol: float, grow, max_rounds: int):
+def _working_set(P: Pairs, S, solve, tol: float, grow, max_rounds: int, *, loose: bool = True):
     """Constraint generation (a cutting-plane / working-set loop), shared by "ws" and
     "wsnewton": `solve(S, lam0, tight)` solves the constraints S (lam0: the previous round's
     duals on S, zero for new members; None in the first round; tight: to the final accuracy,
-    else loosely) and returns (W, λ_S), or anything else to stop with (a decided subproblem
-    or None); all m margins of W in one product; members with zero dual leave S (W stays
-    optimal without them) and the violated constraints (margin < 1 − tol), the smallest
-    first, up to grow(|S|) of them, join it; once none is violated, S is solved tightly and
-    checked again, so the W returned is optimal for all m constraints with the duals zero
-    outside S. Returns (W, λ (m,)), the stop value, or None after `max_rounds`."""
-    lam, tight = None, False
+    else loosely; always tight unless `loose`) and returns (W, λ_S), or anything else to stop
+    with (a decided subproblem or None); all m margins of W in one product; members with zero
+    dual leave S (W stays optimal without them) and the violated constraints (margin < 1 −
+    tol), the smallest first, up to grow(|S| after, before leaving) of them, join it; once none is
+    violated, S is solved tightly (if it was not) and checked again, so the W returned is
+    optimal for all m constraints with the duals zero outside S. Returns (W, λ (m,)), the
+    stop value, or None after `max_rounds`."""
+    lam, tight = None, not loose
     for _ in range(max_rounds):
         out = solve(S, None if lam is None else lam[S], tight)
         if not isinstance(out, tuple):
@@ -807,9 +808,9 @@ def _working_set(P: Pairs, S, solve, tol: float, grow, max_rounds: int):
                 return W, lam
             tight = True
             continue
-        tight = False
-        S = S[lam_S > 0]
-        S = np.union1d(S, viol[np.argsort(marg[viol])][: grow(S.size)])
+        tight = not loose
+        kept = S[lam_S > 0]
+        S = np.union1d(kept, viol[np.argsort(marg[viol])][: grow(kept.size, S.size)])
     return None
 
 
@@ -819,9 +820,7 @@ def _solve_ws(P: Pairs, tol: float = 1e-10, max_rounds: int = 60) -> PairSolutio
     (its Farkas vector, zero outside S). For low-rank inputs with many redundant
     constraints."""
 
-    def ldp(S, _lam0, tight):
-        if not tight:  # the LDP is exact: its first answer is final
-            return ldp(S, _lam0, True)
+    def ldp(S, _lam0, _tight):  # exact: always tight
         sub = _solve_ldp(P.subset(S), "fro")
         if sub.feasible:
             return sub.W, sub.duals
@@ -838,7 +837,7 @@ def _solve_ws(P: Pairs, tol: float = 1e-10, max_rounds: int = 60) -> PairSolutio
             if js.size
         ]
     )
-    out = _working_set(P, S, ldp, tol, lambda k: max(64, k // 2), max_rounds)
+    out = _working_set(P, S, ldp, tol, lambda _, k: max(64, k // 2), max_rounds, loose=False)
     if isinstance(out, tuple):
         return _solution(P, *out, "fro", "ws")
     return out or _infeasible(
@@ -873,7 +872,7 @@ def _solve_wsnewton(
             ]
         )
     )
-    out = _working_set(P, S, newton, tol, lambda k: max(1024, k), max_rounds)
+    out = _working_set(P, S, newton, tol, lambda k, _: max(1024, k), max_rounds)
     return _solution(P, *out, "fro", "wsnewton") if isinstance(out, tuple) else None
 
 
