@@ -37,6 +37,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import nnls
 
+from . import blas
+
 NORMS = ("fro", "nuc")
 SOLVERS = ("auto", "CLARABEL", "ldp", "ws", "wsnewton", "newton", "alm")
 LDP_INFEASIBLE = 1e-13  # |residual| of the LDP's last coordinate meaning "infeasible"
@@ -924,7 +926,8 @@ def _solve_nuc(P: Pairs, solver: str, fro: PairSolution | None = None) -> PairSo
         fro = fro if fro.status == "optimal" else _solve_fro(P, "auto")
     if not fro.feasible:
         return PairSolution(**{**fro.__dict__, "norm": "nuc"})
-    W, lam, gap = _nuc_alm(P, fro.W, fro.duals)
+    with blas.one_thread():  # the ALM's products are small: a second BLAS thread costs time
+        W, lam, gap = _nuc_alm(P, fro.W, fro.duals)
     mu = float(P.margins(W).min())
     if 0 < mu < 1:
         W = W / mu  # feasible exactly; the certificate accounts for it
