@@ -493,10 +493,9 @@ def _fro_newton(
     "infeasible" (μ = u/1ᵀu with ‖B(μ)‖_F ≤ farkas_tol·max_j ‖A_j‖_F: no W with
     ‖W‖_F < 1/‖B(μ)‖_F is feasible), or "inaccurate"."""
     c = 1.0 if ldp else 0.0
-    nz = np.linalg.norm(P.Z, axis=1)
-    dK = np.einsum("ja,ja->j", P.D, P.D) * nz[P.query] ** 2 + c
-    amax = float(np.sqrt(dK.max()))
     prec = _BlockJacobi(P, c)
+    dK = prec.diag  # K's diagonal: ‖D_j‖²‖z_k‖² + c
+    amax = float(np.sqrt(dK.max()))
     ones = np.ones(P.m)
     K1 = P.gram(ones)
     lam = ones * (P.m / (float(ones @ K1) + c * P.m**2))
@@ -790,10 +789,10 @@ def _working_set(P: Pairs, S, solve, tol: float, grow, max_rounds: int, *, loose
     else loosely; always tight unless `loose`) and returns (W, λ_S), or anything else to stop
     with (a decided subproblem or None); all m margins of W in one product; members with zero
     dual leave S (W stays optimal without them) and the violated constraints (margin < 1 −
-    tol), the smallest first, up to grow(|S| after, before leaving) of them, join it; once none is
-    violated, S is solved tightly (if it was not) and checked again, so the W returned is
-    optimal for all m constraints with the duals zero outside S. Returns (W, λ (m,)), the
-    stop value, or None after `max_rounds`."""
+    tol), the smallest first, up to grow(kept, |S|) of them (kept: the members that stay)
+    join it; once none is violated, S is solved tightly (if it was not) and checked again, so
+    the W returned is optimal for all m constraints with the duals zero outside S. Returns
+    (W, λ (m,)), the stop value, or None after `max_rounds`."""
     lam, tight = None, not loose
     for _ in range(max_rounds):
         out = solve(S, None if lam is None else lam[S], tight)
