@@ -297,7 +297,7 @@ def _spectrum(W: np.ndarray, k: int) -> tuple[int, float]:
     return numerical_rank(W), float(np.sum(s[:k] ** 2) / np.sum(s**2)) if s[0] > 0 else np.nan
 
 
-WS_MAX = 3000  # constraints up to which "auto" here uses the working-set LDP (see `solve`)
+WS_MAX = 60_000  # constraints up to which "auto" here uses the working-set LDP (see `solve`)
 
 
 def solve(c: Constraints, norm: str = "fro", solver: str = "auto"):

@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.linalg
 import scipy.sparse as sp
 from scipy.optimize import nnls
 
@@ -49,6 +50,12 @@ RHO0 = 5.0
 EPS_ACTIVE = 1e-5
 WS_LOOSE_GAP = 1e-7  # the working set's rounds before the last solve to this gap only
 LDP_MAX_ENTRIES = 10_000_000  # the exact small method forms (m, r_D·r_Z) rows: at most this
+GRAM_MAX = 8000  # "ws" solves working sets up to this size on their formed Gram (n² floats)
+# uᵀKu from a formed Gram carries rounding of ε·(max‖A_j‖·1ᵀu)², so ‖B(u)‖ is resolved to
+# about 1e-8 of max‖A_j‖·1ᵀu: `_ldp_gram` calls data infeasible below this, and "ws" checks
+# the Farkas vector on the constraints themselves (1e-9, as `_fro_newton`)
+FARKAS_GRAM = 1e-7
+POLISH_GAP = 1e-4  # `_ldp_gram` tries its active-set finish once the relative gap is this small
 
 
 @dataclass(frozen=True, eq=False)
@@ -174,6 +181,11 @@ class Pairs:
         if self._ZZ is None:
             return self.margins(self.combine(lam))
         return self._rowdot(self._sums(lam).T @ self._ZZ)
+
+    def gram_matrix(self) -> np.ndarray:
+        """K = (⟨A_j, A_k⟩) = (D Dᵀ) ∘ (Z Zᵀ)[k(j), k(k)], formed: (m, m)."""
+        ZZ = self.Z @ self.Z.T
+        return (self.D @ self.D.T) * ZZ[np.ix_(self.query, self.query)]
 
     def _rowdot(self, M) -> np.ndarray:
         """(D_j · M[:, k(j)])_j for M (d, q)."""
@@ -542,9 +554,118 @@ def _fro_newton(
     return None, "inaccurate", None
 
 
-def _newton_certified(lam, Kl, s: float, W2: float, c: float, gap_tol: float):
+# -- the working set's exact subproblem: the least-distance program in Gram form ------------
+def _ldp_gram(K: np.ndarray, u0=None, *, gap_tol: float = 1e-12, max_iter: int = 200):
+    """Lawson–Hanson's least-distance program from the Gram alone (as Bro & De Jong 1997 do
+    for NNLS): min ½uᵀ(K + 11ᵀ)u − 1ᵀu over u ≥ 0, K = (⟨A_j, A_k⟩) formed, by projected
+    Newton with the free block factored exactly (Cholesky with a ridge of max |g_F|, which
+    keeps the steps bounded on the near-singular Grams of low-rank inputs and vanishes at the
+    solution), and from a relative gap of POLISH_GAP on, `_ldp_polish`: without it the steps
+    near the solution are cut short by the bound and the last digits take a hundred steps.
+
+    It is long because the step, the finish and the certificate test share one loop's state.
+
+    Returns (λ, status, farkas) as `_fro_newton` does (λ = u/(1 − 1ᵀu))."""
+    Q = K + 1.0
+    dQ = Q.diagonal().copy()
+    amax = float(np.sqrt(max(float(K.diagonal().max()), 0.0)))
+    if u0 is not None and float(np.max(u0)) > 0:
+        u = np.maximum(np.asarray(u0, dtype=np.float64), 0.0)
+    else:
+        u = np.full(K.shape[0], K.shape[0] / float(Q.sum()))
+    Qu = Q @ u
+    for it in range(max_iter):
+        s = float(u.sum())
+        Ku, g = Qu - s, Qu - 1.0
+        W2 = float(u @ Ku)
+        done = _newton_certified(u, Ku, s, W2, 1.0, gap_tol)
+        if done is not None:
+            return done, "optimal", None
+        if s > 0 and np.sqrt(max(W2, 0.0)) <= FARKAS_GRAM * amax * s:
+            return None, "infeasible", u / s
+        near = _newton_certified(u, Ku, s, W2, 1.0, POLISH_GAP, margin_tol=1.0) is not None
+        if near or it % 10 == 9:  # every tenth step too: infeasible data has no gap
+            polished = _ldp_polish(Q, u)
+            if polished is not None:
+                u, Qu = polished, Q @ polished
+                s = float(u.sum())
+                Ku, g = Qu - s, Qu - 1.0
+                W2 = float(u @ Ku)
+                done = _newton_certified(u, Ku, s, W2, 1.0, gap_tol)
+                if done is not None:
+                    return done, "optimal", None
+                if s > 0 and np.sqrt(max(W2, 0.0)) <= FARKAS_GRAM * amax * s:
+                    return None, "infeasible", u / s
+        eps = min(EPS_ACTIVE * float(u.max()), float(np.linalg.norm(u - np.maximum(u - g, 0.0))))
+        F = np.flatnonzero(~((u <= eps) & (g > 0)))
+        p = -g / dQ
+        if F.size:
+            ridge = max(1e-13 * float(dQ[F].max()), float(np.abs(g[F]).max()))
+            p[F] = -_cho_solve(Q[np.ix_(F, F)], ridge, g[F])
+        f0 = 0.5 * float(u @ Qu) - s
+        step = 1.0
+        for _ in range(60):  # Armijo along the projection arc
+            new = np.maximum(u + step * p, 0.0)
+            Qn = Q @ new
+            if 0.5 * float(new @ Qn) - float(new.sum()) <= (
+                f0 + 1e-4 * float(g @ (new - u)) + 1e-15 * abs(f0)
+            ):
+                break
+            step *= 0.5
+        else:
+            return None, "inaccurate", None
+        if np.array_equal(new, u):
+            return None, "inaccurate", None
+        u, Qu = new, Qn
+    return None, "inaccurate", None
+
+
+def _cho_solve(A: np.ndarray, ridge: float, b: np.ndarray) -> np.ndarray:
+    """(A + ridge·I)⁻¹ b by Cholesky (A symmetric PSD, modified in place)."""
+    A.flat[:: A.shape[0] + 1] += ridge
+    return scipy.linalg.cho_solve(scipy.linalg.cho_factor(A, lower=True, check_finite=False), b)
+
+
+def _ldp_polish(Q: np.ndarray, u: np.ndarray, tol: float = 1e-13, rounds: int = 30):
+    """Lawson–Hanson's loop (1974, ch. 23) with moves of whole blocks, from a near-optimal
+    u: on the passive set P = {u > 0}, the stationary point z of ½uᵀQu − 1ᵀu (a Cholesky
+    with a 1e-12 relative ridge and three steps of iterative refinement, so near-singular
+    Q_PP give the solution nearest u); where z leaves u ≥ 0, the step back to the first bound
+    and those members leave P; else the members outside P with 1 − (Qz)_j > tol join it.
+    Returns the u where none does, or None after `rounds` moves."""
+    dmax = float(Q.diagonal().max())
+    for _ in range(rounds):
+        P = np.flatnonzero(u > 0)
+        QP = Q[np.ix_(P, P)]
+        c = scipy.linalg.cho_factor(
+            QP + 1e-12 * dmax * np.eye(P.size), lower=True, check_finite=False
+        )
+        z = u[P].copy()
+        for _ in range(3):
+            z += scipy.linalg.cho_solve(c, 1.0 - QP @ z, check_finite=False)
+        uP, neg = u[P], z <= 0
+        u = np.zeros_like(u)
+        if neg.any():
+            ratio = uP[neg] / (uP[neg] - z[neg])
+            a = float(ratio.min())
+            new = uP + a * (z - uP)
+            new[np.flatnonzero(neg)[ratio <= a * (1 + 1e-12)]] = 0.0
+            u[P] = np.maximum(new, 0.0)
+            continue
+        u[P] = z
+        viol = np.flatnonzero((1.0 - Q @ u > tol) & (u == 0))
+        if not viol.size:
+            return u
+        u[viol] = np.finfo(float).tiny  # they join P
+    return None
+
+
+def _newton_certified(
+    lam, Kl, s: float, W2: float, c: float, gap_tol: float, margin_tol: float = 1e-11
+):
     """`_fro_newton`'s stopping test: λ' = λ / (1 − c·1ᵀλ) when its scaled primal W is
-    feasible (smallest margin ≥ 1 − 1e-11) with relative duality gap ≤ gap_tol, else None."""
+    feasible (smallest margin ≥ 1 − margin_tol) with relative duality gap ≤ gap_tol, else
+    None."""
     if 1.0 - c * s <= 0:
         return None
     sc = 1.0 / (1.0 - c * s)
@@ -552,7 +673,7 @@ def _newton_certified(lam, Kl, s: float, W2: float, c: float, gap_tol: float):
     if mu <= 0:
         return None
     primal = 0.5 * W2 * sc * sc / mu**2
-    if primal - (s * sc - 0.5 * W2 * sc * sc) <= gap_tol * primal and mu >= 1 - 1e-11:
+    if primal - (s * sc - 0.5 * W2 * sc * sc) <= gap_tol * primal and mu >= 1 - margin_tol:
         return lam * sc
     return None
 
@@ -816,20 +937,38 @@ def _working_set(P: Pairs, S, solve, tol: float, grow, max_rounds: int, *, loose
 
 
 def _solve_ws(P: Pairs, tol: float = 1e-10, max_rounds: int = 60) -> PairSolution:
-    """Frobenius by `_working_set` around the exact LDP, started from each query's longest
-    D_j and growing by max(64, |S|/2); an infeasible S makes the whole problem infeasible
-    (its Farkas vector, zero outside S). For low-rank inputs with many redundant
-    constraints."""
+    """Frobenius by `_working_set` around the LDP (in Gram form, `_ldp_gram`, up to GRAM_MAX
+    members; else or where it does not certify, Lawson–Hanson's NNLS on the rows), started
+    from each query's longest D_j and growing by max(64, |S|/2); an infeasible S makes the
+    whole problem infeasible (its Farkas vector, zero outside S). For low-rank inputs with
+    many redundant constraints."""
 
-    def ldp(S, _lam0, _tight):  # exact: always tight
-        sub = _solve_ldp(P.subset(S), "fro")
-        if sub.feasible:
-            return sub.W, sub.duals
+    def ldp(S, lam0, _tight):  # always to the final accuracy
+        sub = P.subset(S)
+        status = "inaccurate"
+        if S.size <= GRAM_MAX:
+            u0 = None if lam0 is None else lam0 / (1.0 + lam0.sum())
+            lam, status, farkas = _ldp_gram(sub.gram_matrix(), u0)
+            if status == "optimal":
+                return sub.combine(lam), lam
+            zz = np.einsum("kb,kb->k", sub.Z, sub.Z)[sub.query]
+            amax = float(np.sqrt(np.max(np.einsum("ja,ja->j", sub.D, sub.D) * zz)))
+            if status == "infeasible" and np.linalg.norm(sub.combine(farkas)) > 1e-9 * amax:
+                status = "inaccurate"
+        if status == "inaccurate":  # the exact LDP on the rows (Lawson–Hanson's NNLS)
+            if S.size * min(P.d, S.size) * min(P.d2, P.q) > 4 * LDP_MAX_ENTRIES:
+                return None  # undecided: its rows would not fit
+            sol = _solve_ldp(sub, "fro")
+            if sol.feasible:
+                return sol.W, sol.duals
+            reason, farkas = sol.reason, sol.farkas
+        else:
+            reason = "Farkas: a convex combination of the constraints vanishes"
         mu = None
-        if sub.farkas is not None:
+        if farkas is not None:
             mu = np.zeros(P.m)
-            mu[S] = sub.farkas
-        return _infeasible(sub.reason, "ws", "fro", farkas=mu)
+            mu[S] = farkas
+        return _infeasible(reason, "ws", "fro", farkas=mu)
 
     S = np.array(
         [

@@ -229,6 +229,48 @@ def test_low_rank_inputs_with_duplicates_agree_with_the_primal(solver):
     check_certificate(sol, D, Z, query, gap_tol=1e-10)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_the_gram_form_ldp_matches_lawson_hanson_on_near_singular_grams(seed):
+    """`_ldp_gram` (projected Newton + the block Lawson–Hanson finish, from the Gram alone)
+    against Lawson–Hanson's NNLS on the rows, on duplicated low-rank constraints whose Gram
+    is singular: the same W to 1e-8, λ ≥ 0 with W = Σ λ_j A_j, and its certificate."""
+    D, Z, query = low_rank(10 + 2 * seed, 14, 6, seed=seed)
+    P = pairsvm.Pairs(D, Z, query)
+    K = P.gram_matrix()
+    assert np.linalg.matrix_rank(K) < P.m
+    lam, status, _ = pairsvm._ldp_gram(K)
+    ref = pairsvm.solve_pairs(D, Z, query, "fro", solver="ldp")
+    assert status == "optimal" and ref.feasible
+    W = P.combine(lam)
+    assert np.linalg.norm(W - ref.W) <= 1e-8 * np.linalg.norm(ref.W)
+    check_certificate(pairsvm._solution(P, W, lam, "fro", "ws"), D, Z, query, gap_tol=1e-10)
+
+
+@pytest.mark.parametrize("seed", range(2, 5))
+def test_the_gram_form_ldp_finds_farkas_certificates(seed):
+    D, Z, query = planted(30, 3, 4, 5, seed, flip=seed)
+    assert not lp_feasible(D, Z, query)
+    _, status, mu = pairsvm._ldp_gram(pairsvm.Pairs(D, Z, query).gram_matrix())
+    assert status == "infeasible"
+    B = np.einsum("j,ja,jb->ab", mu, D, Z[query])
+    assert mu.min() >= 0 and mu.sum() == pytest.approx(1.0)
+    assert np.linalg.norm(B) <= 1e-8 * np.abs(D).max() * np.abs(Z).max()
+    sol = pairsvm.solve_pairs(D, Z, query, "fro", solver="ws")
+    assert not sol.feasible and sol.farkas is not None
+
+
+def test_the_working_set_grows_over_rounds_on_low_rank_inputs():
+    """A layer-0-shaped problem large enough that "ws" takes several rounds, warm-started:
+    against the cvxpy primal."""
+    D, Z, query = low_rank(40, 24, 12, seed=7)
+    sol = pairsvm.solve_pairs(D, Z, query, "fro", solver="ws")
+    val, W = primal_reference(D, Z, query, "fro")
+    assert sol.feasible and val is not None and sol.solver == "ws"
+    assert (sol.duals > 0).sum() > 40  # more than the first round's one member per query
+    assert np.linalg.norm(sol.W - W) <= 1e-6 * np.linalg.norm(W)
+    check_certificate(sol, D, Z, query, gap_tol=1e-10)
+
+
 @pytest.mark.parametrize("seed", range(2))
 def test_working_set_newton_on_sequence_problems_agrees_with_the_primal(seed):
     """m ≫ d·d2 (every token a query): Newton on a growing working set against the cvxpy
