@@ -53,7 +53,7 @@ LDP_MAX_ENTRIES = 10_000_000  # the exact small method forms (m, r_D·r_Z) rows:
 GRAM_MAX = 8000  # "ws" solves working sets up to this size on their formed Gram (n² floats)
 # uᵀKu from a formed Gram carries rounding of ε·(max‖A_j‖·1ᵀu)², so ‖B(u)‖ is resolved to
 # about 1e-8 of max‖A_j‖·1ᵀu: `_ldp_gram` calls data infeasible below this, and "ws" checks
-# the Farkas vector on the constraints themselves (1e-9, as `_fro_newton`)
+# the Farkas vector μ on the constraints themselves and states the bound ‖W‖ ≥ 1/‖B(μ)‖
 FARKAS_GRAM = 1e-7
 POLISH_GAP = 1e-4  # `_ldp_gram` tries its active-set finish once the relative gap is this small
 
@@ -953,8 +953,15 @@ def _solve_ws(P: Pairs, tol: float = 1e-10, max_rounds: int = 60) -> PairSolutio
                 return sub.combine(lam), lam
             zz = np.einsum("kb,kb->k", sub.Z, sub.Z)[sub.query]
             amax = float(np.sqrt(np.max(np.einsum("ja,ja->j", sub.D, sub.D) * zz)))
-            if status == "infeasible" and np.linalg.norm(sub.combine(farkas)) > 1e-9 * amax:
-                status = "inaccurate"
+            nb = float(np.linalg.norm(sub.combine(farkas))) if status == "infeasible" else 0.0
+            if nb > FARKAS_GRAM * amax:  # the exact LDP on μ's support alone (few rows)
+                on = np.flatnonzero(farkas > 0)
+                exact = _solve_ldp(sub.subset(on), "fro")
+                status = "inaccurate" if exact.feasible or exact.farkas is None else status
+                if exact.farkas is not None:
+                    farkas = np.zeros(S.size)
+                    farkas[on] = exact.farkas
+                    nb = float(np.linalg.norm(sub.combine(farkas)))
         if status == "inaccurate":  # the exact LDP on the rows (Lawson–Hanson's NNLS)
             if S.size * min(P.d, S.size) * min(P.d2, P.q) > 4 * LDP_MAX_ENTRIES:
                 return None  # undecided: its rows would not fit
@@ -963,7 +970,11 @@ def _solve_ws(P: Pairs, tol: float = 1e-10, max_rounds: int = 60) -> PairSolutio
                 return sol.W, sol.duals
             reason, farkas = sol.reason, sol.farkas
         else:
-            reason = "Farkas: a convex combination of the constraints vanishes"
+            reason = (
+                "Farkas: a convex combination μ of the constraints has "
+                f"‖Σ μ_j A_j‖_F = {nb:.2e}, so every feasible W has "
+                f"‖W‖_F ≥ {1 / max(nb, 1e-300):.2e}"
+            )
         mu = None
         if farkas is not None:
             mu = np.zeros(P.m)
@@ -1025,7 +1036,8 @@ def _solve_fro(P: Pairs, solver: str) -> PairSolution:
     if choice == "ldp":
         return _solve_ldp(P, "fro")
     if choice == "ws":
-        return _solve_ws(P)
+        with blas.one_thread():  # its Cholesky factors and products are small
+            return _solve_ws(P)
     if choice == "wsnewton":
         sol = _solve_wsnewton(P)
         if sol is not None:

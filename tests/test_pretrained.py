@@ -286,6 +286,22 @@ def test_span_norm_handles_duplicates_causal_masks_and_query_rows():
         np.testing.assert_allclose(c.margins(W), A @ W.ravel(), atol=1e-10)
 
 
+def test_the_span_by_conjugate_gradients_agrees_or_says_it_does_not_know(monkeypatch):
+    """Past DENSE_MAX the projection runs by CG: converged, the dense value; stopped short of
+    CG_RTOL, NaN (never an unconverged number)."""
+    rng = np.random.default_rng(4)
+    X = [rng.standard_normal((6, 8)) for _ in range(4)]
+    Q = [np.concatenate([x, np.ones((6, 1))], 1) for x in X]
+    alpha = [rng.integers(0, 6, 6) for _ in X]
+    c = audit.assemble(X, Q, alpha)
+    W = rng.standard_normal((8, 9))
+    dense = audit.Span(c, by_sequence=True).norm(W)
+    monkeypatch.setattr(audit, "DENSE_MAX", 0)
+    assert audit.Span(c, by_sequence=True).norm(W) == pytest.approx(dense, rel=1e-8)
+    monkeypatch.setattr(audit, "CG_MAXITER", 2)
+    assert np.isnan(audit.Span(c, by_sequence=True).norm(W))
+
+
 # -- the real model ---------------------------------------------------------------------------
 needs_model = pytest.mark.skipif(
     __import__("importlib").util.find_spec(pretrained.PACKAGE) is None,
