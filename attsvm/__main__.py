@@ -155,13 +155,19 @@ def audit(args) -> int:
     if any(not 0 <= l < c.layers for l in layers) or any(not 0 <= h < c.heads for h in heads):
         raise ValueError(f"--layer must be in 0..{c.layers - 1}, --head in 0..{c.heads - 1}")
     bar = Bar("audit") if not args.quiet else None
+    from .experiments.core import ordered_map, use_helper_processes
+
+    grid = [(l, h) for l in layers for h in heads]
+    if len(grid) > 1:  # the heads are Python-bound: one helper process per other core
+        use_helper_processes(None)
     df = pretrained.audit_table(
         model,
         sentences,
-        heads=[(l, h) for l in layers for h in heads],
+        heads=grid,
         tau=args.tau,
         baselines=not args.no_baselines,
         progress=None if bar is None else lambda k, n: bar(k / n, f"{k} of {n} heads"),
+        map_heads=ordered_map,
     )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -354,12 +354,13 @@ def audit_table(
     n_shuffled: int = 1,
     seed: int = 0,
     progress=None,
+    map_heads=None,
 ):
     """`audit_head` for every (layer, head) in `heads` (default: all), one row each
-    (TABLE_COLUMNS; baseline_* are the baselines' cos_span range). One forward pass;
-    `progress(done, total)` after each head."""
-    import time
-
+    (TABLE_COLUMNS; baseline_* are the baselines' cos_span range). `progress(done, total)`
+    after each head. `map_heads(fn, items, progress=)`: where the heads run, for example
+    `attsvm.experiments.core.ordered_map` (helper processes or a cluster; each place encodes
+    the sentences once); default here, in order. The rows do not depend on where they ran."""
     import pandas as pd
 
     c = model.config
@@ -368,27 +369,49 @@ def audit_table(
         if heads is None
         else [(int(l), int(h)) for l, h in heads]
     )
-    with blas.one_thread():
-        enc = model.encode(sentences, layers=max(l for l, _ in heads) + 1)
-    rows = []
-    for k, (l, h) in enumerate(heads):
-        t0 = time.perf_counter()
-        r = audit_head(
-            model,
-            sentences,
-            layer=l,
-            head=h,
-            tau=tau,
-            baselines=baselines,
-            encoding=enc,
-            n_random=n_random,
-            n_shuffled=n_shuffled,
-            seed=seed,
-        )
-        rows.append(table_row(l, h, r, time.perf_counter() - t0))
-        if progress is not None:
-            progress(k + 1, len(heads))
+    options = (float(tau), bool(baselines), int(n_random), int(n_shuffled), int(seed))
+    depth = max(l for l, _ in heads) + 1
+    items = [(str(model.directory), tuple(sentences), depth, l, h, options) for l, h in heads]
+    if map_heads is None:
+        rows = []
+        for k, item in enumerate(items):
+            rows.append(table_head(*item))
+            if progress is not None:
+                progress(k + 1, len(items))
+    else:
+        n = len(items)
+        say = (lambda f, _text: progress(round(f * n), n)) if progress is not None else None
+        rows = map_heads(table_head, items, **({} if say is None else {"progress": say}))
     return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+
+
+@lru_cache(maxsize=2)
+def _encoded(directory: str, sentences: tuple, layers: int) -> Encoding:
+    with blas.one_thread():
+        return load(directory).encode(list(sentences), layers=layers)
+
+
+def table_head(directory: str, sentences: tuple, layers: int, layer: int, head: int, options):
+    """One `audit_table` row: head (layer, head) of the model in `directory` on `sentences`
+    encoded to `layers` layers (once per process), options (tau, baselines, n_random,
+    n_shuffled, seed). Module-level, so that helper processes can run it."""
+    import time
+
+    tau, baselines, n_random, n_shuffled, seed = options
+    t0 = time.perf_counter()
+    r = audit_head(
+        load(directory),
+        list(sentences),
+        layer=layer,
+        head=head,
+        tau=tau,
+        baselines=baselines,
+        encoding=_encoded(directory, sentences, layers),
+        n_random=n_random,
+        n_shuffled=n_shuffled,
+        seed=seed,
+    )
+    return table_row(layer, head, r, time.perf_counter() - t0)
 
 
 def heads_table():

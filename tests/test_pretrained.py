@@ -426,6 +426,26 @@ def test_charts_draw_the_grid_the_map_and_the_margins():
 
 
 @needs_model
+def test_heads_audited_in_a_helper_process_give_the_same_rows():
+    """`audit_table` through `ordered_map` with one helper process (spawned: its own model
+    and encoding) against the plain loop here: every column but the timing, bit for bit."""
+    from attsvm.experiments import core
+
+    model, sents = pretrained.load(), pretrained.corpus(2)
+    grid = [(0, 2), (0, 5), (1, 3), (2, 0)]
+    here = pretrained.audit_table(model, sents, heads=grid, n_random=1)
+    core.use_helper_processes(1)
+    try:
+        there = pretrained.audit_table(
+            model, sents, heads=grid, n_random=1, map_heads=core.ordered_map
+        )
+    finally:
+        core.stop_helper_processes()
+        core.use_helper_processes(0)
+    assert here.drop(columns="seconds").equals(there.drop(columns="seconds"))
+
+
+@needs_model
 def test_the_experiment_record_is_audit_head_row_by_row():
     """`pretrained-heads` on 2 sentences and two heads: each row is `audit_head` on the same
     sentences and seeds, the summary counts a plain loop's heads above every baseline, and
