@@ -196,9 +196,11 @@ class Span:
             for a, (Ua, Va) in enumerate(self.groups):
                 for b in range(a, len(self.groups)):
                     Ub, Vb = self.groups[b]
-                    G[off[b] : off[b + 1], off[a] : off[a + 1]] = np.kron(Ub.T @ Ua, Vb.T @ Va)
+                    G[off[a] : off[a + 1], off[b] : off[b + 1]] = np.kron(Ua.T @ Ub, Va.T @ Vb)
             G.flat[:: self.N + 1] += PINV_RTOL * float(G.diagonal().max())
-            L, info = scipy.linalg.lapack.dpotrf(G, lower=1, overwrite_a=1, clean=0)
+            # G's upper triangle is the lower one of Gᵀ, which is in Fortran order: factored
+            # in place (G itself would be copied, N² more floats)
+            L, info = scipy.linalg.lapack.dpotrf(G.T, lower=1, overwrite_a=1, clean=0)
             if info != 0:
                 raise np.linalg.LinAlgError(f"the span's Gram lost positive definiteness ({info})")
             self._chol = L
