@@ -68,7 +68,8 @@ def test_cpu_devices_also_sets_the_helper_processes(monkeypatch):
 
 def test_helpers_are_started_only_for_experiments_they_pay_for():
     """`reproduce` starts helper processes (≈ 3 s of import each) only when one of its
-    experiments shares work with them (svm-rank, over-parameterization); `fill` always."""
+    experiments shares work with them (svm-rank, over-parameterization, pretrained-heads);
+    `fill` always."""
     from argparse import Namespace as Args
 
     helped = {
@@ -87,7 +88,7 @@ def test_helpers_are_started_only_for_experiments_they_pay_for():
         "svm-rank": True,
         "overparameterization": True,
         "multi-token": False,
-        "followups": False,
+        "followups": True,  # pretrained-heads
         "no-such-experiment": False,
     }
     assert cli._helped(Args(command="fill"))
