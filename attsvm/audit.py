@@ -188,8 +188,8 @@ class Span:
 
     def _dense(self):
         """The Cholesky factor of G + δI, δ = PINV_RTOL × G's largest diagonal (LAPACK dpotrf
-        on the lower triangle, about N³/3 flops: 20 s at N = 14 244 on one thread, where the
-        rank-revealing pivoted Cholesky took 30 s and the eigendecomposition minutes)."""
+        in place, about N³/3 flops: fewer than the rank-revealing pivoted Cholesky's, and far
+        fewer than an eigendecomposition's; docs/pretrained.md has the timings)."""
         if self._chol is None:
             G = np.zeros((self.N, self.N))
             off = np.concatenate([[0], np.cumsum(self.sizes)])

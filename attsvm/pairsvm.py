@@ -574,6 +574,7 @@ def _ldp_gram(K: np.ndarray, u0=None, *, gap_tol: float = 1e-12, max_iter: int =
     else:
         u = np.full(K.shape[0], K.shape[0] / float(Q.sum()))
     Qu = Q @ u
+    polished = False
     for it in range(max_iter):
         s = float(u.sum())
         Ku, g = Qu - s, Qu - 1.0
@@ -584,18 +585,12 @@ def _ldp_gram(K: np.ndarray, u0=None, *, gap_tol: float = 1e-12, max_iter: int =
         if s > 0 and np.sqrt(max(W2, 0.0)) <= FARKAS_GRAM * amax * s:
             return None, "infeasible", u / s
         near = _newton_certified(u, Ku, s, W2, 1.0, POLISH_GAP, margin_tol=1.0) is not None
-        if near or it % 10 == 9:  # every tenth step too: infeasible data has no gap
-            polished = _ldp_polish(Q, u)
-            if polished is not None:
-                u, Qu = polished, Q @ polished
-                s = float(u.sum())
-                Ku, g = Qu - s, Qu - 1.0
-                W2 = float(u @ Ku)
-                done = _newton_certified(u, Ku, s, W2, 1.0, gap_tol)
-                if done is not None:
-                    return done, "optimal", None
-                if s > 0 and np.sqrt(max(W2, 0.0)) <= FARKAS_GRAM * amax * s:
-                    return None, "infeasible", u / s
+        if not polished and (near or it % 10 == 9):  # every tenth step: no gap if infeasible
+            finish = _ldp_polish(Q, u)
+            if finish is not None:  # checked at the loop's top; a Newton step if not done
+                u, Qu, polished = finish, Q @ finish, True
+                continue
+        polished = False
         eps = min(EPS_ACTIVE * float(u.max()), float(np.linalg.norm(u - np.maximum(u - g, 0.0))))
         F = np.flatnonzero(~((u <= eps) & (g > 0)))
         p = -g / dQ
