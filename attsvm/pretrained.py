@@ -381,8 +381,33 @@ def audit_table(
     else:
         n = len(items)
         say = (lambda f, _text: progress(round(f * n), n)) if progress is not None else None
-        rows = map_heads(table_head, items, **({} if say is None else {"progress": say}))
+        enc = _encoded(str(model.directory), tuple(sentences), depth)
+        order = both_ends([_kept_constraints(enc, l, h, float(tau)) for l, h in heads])
+        done = map_heads(
+            table_head, [items[k] for k in order], **({} if say is None else {"progress": say})
+        )
+        rows = [None] * n
+        for k, row in zip(order, done, strict=True):
+            rows[k] = row
     return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+
+
+def _kept_constraints(enc: Encoding, layer: int, head: int, tau: float) -> int:
+    """Head (layer, head)'s constraint count before deduplication: Σ_i (kept queries of
+    sentence i)·(T_i − 1), the size its audit's cost grows with."""
+    from .audit import select
+
+    alpha, _ = select([A[head] for A in enc.attention[layer]], tau=tau)
+    return int(sum(int((a >= 0).sum()) * (a.size - 1) for a in alpha))
+
+
+def both_ends(costs) -> list[int]:
+    """An order of items for a map whose processes take them from both ends of the list
+    (`attsvm.experiments.core.ordered_map`: this process from the front, helpers from the
+    back): the costliest at both ends, alternately, the cheapest in the middle, so that
+    neither side is left with a large item when the other runs out."""
+    ranked = sorted(range(len(costs)), key=lambda k: (-costs[k], k))
+    return ranked[0::2] + ranked[1::2][::-1]
 
 
 @lru_cache(maxsize=2)

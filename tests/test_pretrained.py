@@ -8,6 +8,8 @@ import math
 import cvxpy as cp
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from attsvm import audit, pretrained
 
@@ -475,3 +477,39 @@ def test_the_experiment_record_is_audit_head_row_by_row():
     assert items[1][1] == pytest.approx(4 * (5e6 + pretrained_heads.SOLVE_WORK * M * M))
     assert sizes == dict(sentences=2, T=max(T), solves=4)
     assert max(df.n_constraints) <= M
+
+
+@given(st.lists(st.integers(0, 50), max_size=30))
+def test_both_ends_puts_the_costliest_items_at_both_ends(costs):
+    """A permutation whose halves, read from each end toward the middle, never grow: the
+    two processes of `ordered_map` each start with one of the two costliest items."""
+    order = pretrained.both_ends(costs)
+    assert sorted(order) == list(range(len(costs)))
+    front = [costs[k] for k in order[: (len(costs) + 1) // 2]]
+    back = [costs[k] for k in order[(len(costs) + 1) // 2 :]][::-1]
+    assert front == sorted(front, reverse=True) and back == sorted(back, reverse=True)
+    if len(costs) >= 2:
+        assert sorted([front[0], back[0]]) == sorted(costs)[-2:]
+
+
+def test_audit_table_hands_the_largest_heads_to_both_ends_and_keeps_its_row_order(tiny):
+    """With `map_heads`, the heads reach it costliest first at both ends (constraints before
+    deduplication, from the selections), and the rows come back in the heads' order."""
+    model = pretrained.load(tiny[0])
+    enc = model.encode(SENTS)
+    grid = [(l, h) for l in range(2) for h in range(2)]
+    seen = []
+
+    def backwards(fn, items, progress=None):
+        seen.extend((it[3], it[4]) for it in items)
+        return [fn(*it) for it in items[::-1]][::-1]
+
+    mapped = pretrained.audit_table(model, SENTS, heads=grid, tau=0.3, map_heads=backwards)
+    plain = pretrained.audit_table(model, SENTS, heads=grid, tau=0.3)
+    assert mapped.drop(columns="seconds").equals(plain.drop(columns="seconds"))
+    size = {}
+    for l, h in grid:
+        alpha, _ = audit.select([A[h] for A in enc.attention[l]], tau=0.3)
+        size[l, h] = sum(int((a >= 0).sum()) * (a.size - 1) for a in alpha)
+    top2 = sorted(size.values())[-2:]
+    assert sorted([size[seen[0]], size[seen[-1]]]) == top2
