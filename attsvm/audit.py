@@ -214,9 +214,11 @@ class Span:
         gradients: NaN where they did not reach CG_RTOL in CG_MAXITER steps (the projections
         built on it are then not known, and say so)."""
         if self.N == 0:
-            return np.zeros(0)
+            return np.zeros_like(b)
         if self.N <= DENSE_MAX:
             return scipy.linalg.cho_solve((self._dense(), True), b, check_finite=False)
+        if b.ndim == 2:
+            return np.stack([self.solve(col) for col in b.T], axis=1)
         c, converged = _cg(self.gram_apply, b)
         return c if converged else np.full_like(c, np.nan)
 
@@ -228,11 +230,15 @@ class Span:
 
     def norm(self, W: np.ndarray) -> float:
         """‖P_S W‖_F = √(bᵀG⁺b)."""
-        b = self.coefficients(W)
-        if not b.size:
-            return 0.0
-        bGb = float(b @ self.solve(b))
-        return float(np.sqrt(max(bGb, 0.0))) if np.isfinite(bGb) else float("nan")
+        return float(self.norms([W])[0])
+
+    def norms(self, Ws) -> np.ndarray:
+        """‖P_S W‖_F for each W of `Ws`, with one solve for all (the factor is read once)."""
+        if self.N == 0 or not len(Ws):
+            return np.zeros(len(Ws))
+        b = np.stack([self.coefficients(W) for W in Ws], axis=1)
+        bGb = np.einsum("nk,nk->k", b, self.solve(b))
+        return np.where(np.isfinite(bGb), np.sqrt(np.maximum(bGb, 0.0)), np.nan)
 
 
 def _cg(apply, b: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -295,10 +301,10 @@ class HeadAudit:
         return (min(v), max(v)) if v else None
 
 
-def _cosines(W, Wmm, span: Span) -> tuple[float, float, float]:
+def _cosines(W, Wmm, nS: float) -> tuple[float, float, float]:
+    """cos, cos_span and ‖P_S W‖/‖W‖ of W against Wmm, from nS = ‖P_S W‖ (`Span.norms`)."""
     nW, nM = np.linalg.norm(W), np.linalg.norm(Wmm)
     inner = float(np.sum(W * Wmm))
-    nS = span.norm(W)
     cos = inner / (nW * nM) if nW > 0 and nM > 0 else np.nan
     cos_span = inner / (nS * nM) if nS > 0 and nM > 0 else np.nan
     return cos, cos_span, (nS / nW if nW > 0 else np.nan)
@@ -362,12 +368,14 @@ def audit_attention(
     span = Span(cons, by_sequence=not causal)
     sol = solve(cons, solver=solver) if cons.m else None
     Wmm = None if sol is None or not sol.feasible else sol.W
-    stats = _against_svm(W, Wmm, cons, span, nuclear=nuclear)
+    nS = span.norm(W) if Wmm is not None else float("nan")
+    stats = _against_svm(W, Wmm, cons, nS, nuclear=nuclear)
     base = None
     if baselines and Wmm is not None:
         draws = dict(seed=seed, n_random=n_random, n_shuffled=n_shuffled, solver=solver)
         inputs = (keys, queries, alpha, causal)
-        base = _baselines(W, Wmm, cons, span, inputs, others or {}, stats["ranks"]["head"], draws)
+        rank = stats["ranks"]["head"]
+        base = _baselines(W, nS, Wmm, cons, span, inputs, others or {}, rank, draws)
     counts = dict(n_constraints=cons.m, n_queries=int(n_queries), n_kept=n_kept)
     cov = n_kept / n_queries if n_queries else float("nan")
     return HeadAudit(
@@ -375,9 +383,10 @@ def audit_attention(
     )
 
 
-def _against_svm(W, Wmm, cons: Constraints, span: Span, *, nuclear: bool) -> dict:
+def _against_svm(W, Wmm, cons: Constraints, nS: float, *, nuclear: bool) -> dict:
     """cos, cos_span, span_fraction, margin quantiles, ranks, energies and the nuclear SVM of
-    head W against its Att-SVM Wmm (NaN and empty where Wmm is None): `HeadAudit` fields."""
+    head W (nS = ‖P_S W‖) against its Att-SVM Wmm (NaN and empty where Wmm is None):
+    `HeadAudit` fields."""
     nan = float("nan")
     out = dict(
         cos=nan,
@@ -393,7 +402,7 @@ def _against_svm(W, Wmm, cons: Constraints, span: Span, *, nuclear: bool) -> dic
     out["ranks"]["head"] = r_head
     if Wmm is None:
         return out
-    out["cos"], out["cos_span"], out["span_fraction"] = _cosines(W, Wmm, span)
+    out["cos"], out["cos_span"], out["span_fraction"] = _cosines(W, Wmm, nS)
     scale = np.linalg.norm(Wmm) / np.linalg.norm(W)
     bh, bm = cons.margins(W) * scale, cons.margins(Wmm)
     out["margins_head"] = {q: float(np.quantile(bh, q)) for q in QUANTILES}
@@ -407,22 +416,28 @@ def _against_svm(W, Wmm, cons: Constraints, span: Span, *, nuclear: bool) -> dic
     return out
 
 
-def _baselines(W, Wmm, cons, span, inputs, others, rank, draws) -> tuple:
+def _baselines(W, nS, Wmm, cons, span, inputs, others, rank, draws) -> tuple:
     """The baselines (`audit_attention`): `rank`-r Gaussian matrices and `others` against
-    Wmm on `cons`; W against the SVM of shuffled selections. inputs: (keys, queries, alpha,
-    causal); draws: seed, n_random, n_shuffled, solver."""
+    Wmm on `cons`; W (nS = ‖P_S W‖) against the SVM of shuffled selections. inputs: (keys,
+    queries, alpha, causal); draws: seed, n_random, n_shuffled, solver."""
     rng = np.random.default_rng(draws["seed"])
     out = []
     d, d2 = W.shape
     sat = lambda c, B: float(np.mean(c.margins(B) > 0))
-    for k in range(draws["n_random"]):
-        B = rng.standard_normal((d, rank)) @ rng.standard_normal((rank, d2))
-        cos, cs, _ = _cosines(B, Wmm, span)
-        out.append(Baseline("random", f"random rank {rank} #{k + 1}", cos, cs, sat(cons, B)))
-    for label, B in others.items():
-        B = np.asarray(B, dtype=np.float64)
-        cos, cs, _ = _cosines(B, Wmm, span)
-        out.append(Baseline("other", str(label), cos, cs, sat(cons, B)))
+    labeled = [
+        (
+            "random",
+            f"random rank {rank} #{k + 1}",
+            rng.standard_normal((d, rank)) @ rng.standard_normal((rank, d2)),
+        )
+        for k in range(draws["n_random"])
+    ]
+    labeled += [
+        ("other", str(label), np.asarray(B, dtype=np.float64)) for label, B in others.items()
+    ]
+    for (kind, label, B), nB in zip(labeled, span.norms([B for *_, B in labeled]), strict=True):
+        cos, cs, _ = _cosines(B, Wmm, nB)
+        out.append(Baseline(kind, label, cos, cs, sat(cons, B)))
     keys, queries, alpha, causal = inputs
     for k in range(draws["n_shuffled"]):
         c2 = assemble(keys, queries, _shuffle(alpha, rng, causal), causal=causal)
@@ -433,7 +448,8 @@ def _baselines(W, Wmm, cons, span, inputs, others, rank, draws) -> tuple:
             label = f"shuffled #{k + 1}"
             # by sequence, a sentence's differences span the same space whichever token is
             # selected, and the kept queries are the same: the same S
-            cos, cs, _ = _cosines(W, sol.W, Span(c2, by_sequence=False) if causal else span)
+            nW = Span(c2, by_sequence=False).norm(W) if causal else nS
+            cos, cs, _ = _cosines(W, sol.W, nW)
         out.append(Baseline("shuffled", label, cos, cs, sat(c2, W)))
     return tuple(out)
 

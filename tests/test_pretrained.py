@@ -297,9 +297,13 @@ def test_the_span_by_conjugate_gradients_agrees_or_says_it_does_not_know(monkeyp
     alpha = [rng.integers(0, 6, 6) for _ in X]
     c = audit.assemble(X, Q, alpha)
     W = rng.standard_normal((8, 9))
-    dense = audit.Span(c, by_sequence=True).norm(W)
+    Ws = [W, rng.standard_normal((8, 9)), np.zeros((8, 9))]
+    dense = audit.Span(c, by_sequence=True).norms(Ws)  # one solve for all three
+    one_by_one = [audit.Span(c, by_sequence=True).norm(B) for B in Ws]
+    np.testing.assert_allclose(dense, one_by_one, rtol=1e-12)
+    assert dense[2] == 0
     monkeypatch.setattr(audit, "DENSE_MAX", 0)
-    assert audit.Span(c, by_sequence=True).norm(W) == pytest.approx(dense, rel=1e-8)
+    np.testing.assert_allclose(audit.Span(c, by_sequence=True).norms(Ws), dense, rtol=1e-8)
     monkeypatch.setattr(audit, "CG_MAXITER", 2)
     assert np.isnan(audit.Span(c, by_sequence=True).norm(W))
 
