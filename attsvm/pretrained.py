@@ -44,7 +44,7 @@ MAX_TOKENS = 128  # tokens of one sentence, [CLS] and [SEP] included, at most (a
 CORPUS = Path(__file__).parent / "text" / "data" / "proverbs_kjv.txt"
 # the 72-head table of `python -m attsvm audit --sentences N` (τ = 0.5, default baselines)
 HEADS_TABLE = Path(__file__).parent / "text" / "data" / "minilm_heads.csv"
-HEADS_TABLE_SENTENCES = 6
+HEADS_TABLE_SENTENCES = 100
 
 
 class ModelMissing(RuntimeError):

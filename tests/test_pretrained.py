@@ -478,7 +478,9 @@ def test_the_experiment_record_is_audit_head_row_by_row():
     T = [len(t) for t in model.tokenize(sents)[0]]
     items, _, sizes = pretrained_heads.price(s)
     M = sum(t * (t - 1) for t in T)
-    assert items[1][1] == pytest.approx(4 * (5e6 + pretrained_heads.SOLVE_WORK * M * M))
+    ph = pretrained_heads
+    per_head = ph.HEAD_WORK + ph.SOLVE_WORK * M**2 * (1 + 1) / 2 + ph.SPAN_WORK * M**3
+    assert items[1][1] == pytest.approx(2 * per_head)
     assert sizes == dict(sentences=2, T=max(T), solves=4)
     assert max(df.n_constraints) <= M
 

@@ -58,6 +58,9 @@ LOWERABLE = (
     "radii",
     "restarts",
     "instances",
+    "sentences",
+    "layers",
+    "heads",
 )
 
 
