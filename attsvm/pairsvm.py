@@ -49,6 +49,7 @@ RHO0 = 5.0
 # gradient step, not a Newton one; a small ε leaves more to Newton, which needs fewer steps.
 EPS_ACTIVE = 1e-5
 WS_LOOSE_GAP = 1e-7  # the working set's rounds before the last solve to this gap only
+WS_NEAR = 0.2  # "wsnewton" tops each round's joiners up with non-members of margin < 1 + this
 LDP_MAX_ENTRIES = 10_000_000  # the exact small method forms (m, r_D·r_Z) rows: at most this
 GRAM_MAX = 8000  # "ws" solves working sets up to this size on their formed Gram (n² floats)
 # uᵀKu from a formed Gram carries rounding of ε·(max‖A_j‖·1ᵀu)², so ‖B(u)‖ is resolved to
@@ -898,7 +899,9 @@ def pick_solver(m: int, d: int, d2: int, q: int, norm: str) -> str:
     return "wsnewton" if m > 2 * p else "newton"
 
 
-def _working_set(P: Pairs, S, solve, tol: float, grow, max_rounds: int, *, loose: bool = True):
+def _working_set(
+    P: Pairs, S, solve, tol: float, grow, max_rounds: int, *, loose: bool = True, near: float = 0.0
+):
     """Constraint generation (a cutting-plane / working-set loop), shared by "ws" and
     "wsnewton": `solve(S, lam0, tight)` solves the constraints S (lam0: the previous round's
     duals on S, zero for new members; None in the first round; tight: to the final accuracy,
@@ -906,9 +909,11 @@ def _working_set(P: Pairs, S, solve, tol: float, grow, max_rounds: int, *, loose
     with (a decided subproblem or None); all m margins of W in one product; members with zero
     dual leave S (W stays optimal without them) and the violated constraints (margin < 1 −
     tol), the smallest first, up to grow(kept, |S|) of them (kept: the members that stay)
-    join it; once none is violated, S is solved tightly (if it was not) and checked again, so
-    the W returned is optimal for all m constraints with the duals zero outside S. Returns
-    (W, λ (m,)), the stop value, or None after `max_rounds`."""
+    join it, topped up to that count by the non-members of margin < 1 + `near`, smallest
+    first (the likeliest to be violated next round); once none is violated, S is solved
+    tightly (if it was not) and checked again, so the W returned is optimal for all m
+    constraints with the duals zero outside S. Returns (W, λ (m,)), the stop value, or None
+    after `max_rounds`."""
     lam, tight = None, not loose
     for _ in range(max_rounds):
         out = solve(S, None if lam is None else lam[S], tight)
@@ -927,6 +932,9 @@ def _working_set(P: Pairs, S, solve, tol: float, grow, max_rounds: int, *, loose
             continue
         tight = not loose
         kept = S[lam_S > 0]
+        if near > 0:
+            viol = np.flatnonzero(marg < 1 + near)
+            viol = viol[~np.isin(viol, kept)]
         S = np.union1d(kept, viol[np.argsort(marg[viol])][: grow(kept.size, S.size)])
     return None
 
@@ -1018,7 +1026,7 @@ def _solve_wsnewton(
             ]
         )
     )
-    out = _working_set(P, S, newton, tol, lambda k, _: max(1024, k), max_rounds)
+    out = _working_set(P, S, newton, tol, lambda k, _: max(1024, k), max_rounds, near=WS_NEAR)
     return _solution(P, *out, "fro", "wsnewton") if isinstance(out, tuple) else None
 
 

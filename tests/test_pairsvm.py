@@ -286,6 +286,29 @@ def test_working_set_newton_on_sequence_problems_agrees_with_the_primal(seed):
         check_certificate(sol, D, Z, query, gap_tol=1e-10)
 
 
+def test_the_working_sets_top_up_does_not_change_the_answer(monkeypatch):
+    """The "wsnewton" working set over several rounds (m = 4,560 from 480 first members):
+    topped up with near-active non-members (WS_NEAR) and with violated ones only, the same
+    certified W."""
+    prob = attsvm.random_problem(12, 20, 32, seed=3, queries="sequence")
+    D, Z, query, _ = problem_pairs(prob, attsvm.problems.optimal_tokens(prob))
+    rounds = []
+    inner = pairsvm._fro_newton
+
+    def counted(P, **kw):
+        rounds.append(P.m)
+        return inner(P, **kw)
+
+    monkeypatch.setattr(pairsvm, "_fro_newton", counted)
+    near = pairsvm.solve_pairs(D, Z, query, "fro", solver="wsnewton")
+    monkeypatch.setattr(pairsvm, "WS_NEAR", 0.0)
+    plain = pairsvm.solve_pairs(D, Z, query, "fro", solver="wsnewton")
+    assert len(rounds) > 4 and max(rounds) < len(D)  # several rounds, never all constraints
+    assert near.feasible and plain.feasible
+    assert np.linalg.norm(near.W - plain.W) <= 1e-9 * np.linalg.norm(plain.W)
+    check_certificate(near, D, Z, query, gap_tol=1e-10)
+
+
 TOKEN_FORMS = [((5, 6, 4), "single", None), ((4, 7, 3), "sequence", None)]
 TOKEN_FORMS += [((4, 7, 3), "causal", None), ((5, 6, 4), "single", [6, 3, 5, 2, 6])]
 
