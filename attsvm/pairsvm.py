@@ -1000,11 +1000,12 @@ def _solve_ws(P: Pairs, tol: float = 1e-10, max_rounds: int = 60) -> PairSolutio
 
 
 def _solve_wsnewton(
-    P: Pairs, tol: float = 1e-11, max_rounds: int = 60, init_per_query: int = 2
+    P: Pairs, tol: float = 1e-11, max_rounds: int = 60, init_per_query: int = 4
 ) -> PairSolution | None:
     """Frobenius by `_working_set` around the projected Newton–PCG (`_fro_newton`), warm
     started from the previous round's duals, started from each query's `init_per_query`
-    shortest D_j and growing by max(1024, |S|). For m ≫ d·d2 (sequence problems), where the
+    constraints that the mean direction W₀ = Σ_j A_j separates least (smallest ⟨A_j, W₀⟩ /
+    ‖D_j‖) and growing by max(1024, |S|). For m ≫ d·d2 (sequence problems), where the
     full dual Gram is rank deficient and Newton on all m constraints needs many more CG
     steps. Returns None when a subproblem is undecided (the caller then solves the whole
     set)."""
@@ -1016,11 +1017,12 @@ def _solve_wsnewton(
         )
         return (sub.combine(lam), lam) if status == "optimal" else None
 
-    nrm = np.einsum("ja,ja->j", P.D, P.D)
+    dd = np.einsum("ja,ja->j", P.D, P.D)
+    score = P.margins(P.combine(np.ones(P.m))) / np.sqrt(np.maximum(dd, 1e-300))
     S = np.unique(
         np.concatenate(
             [
-                js[np.argsort(nrm[js])[:init_per_query]]
+                js[np.argsort(score[js], kind="stable")[:init_per_query]]
                 for js in np.split(P._order, P._indptr[1:-1])
                 if js.size
             ]
