@@ -8,15 +8,18 @@ and m the rank of K, Q:
     GD      work = runs · steps · (n·K·T·d + 4·d² + [param="KQ"] d²·m / 4); for W-GD in
             the engine's span form (`span_pays`, at the sweeps' 128 runs a call) the
             smaller of that and p·n·K·T + 4·p, p = min(d², n·K·T)
-    SVM     work = solves · (5·10⁶ + cost),  r = n·K·(T − 1) constraints (≈ half if causal)
-            Frobenius (a QP in the r dual multipliers):   cost = r³ + r²·d²/4 + 200·r·d²
+    SVM     work = solves · price of the method `solve_att_svm` takes (`svm_work`):
+            Clarabel (`clarabel_work`) while that is at most `CLARABEL_MAX_WORK`, with
+            r = n·K·(T − 1) constraints (≈ half if causal), cost = 5·10⁶ +
+            Frobenius (a QP in the r dual multipliers):   r³ + r²·d²/4 + 200·r·d²
             nuclear (an LMI of size s = min(d, r) + min(d, n·K)):
-                                              cost = 4·10⁻⁴ · s^5.5 · r^1.45 + 3000·r·d²
+                                              4·10⁻⁴ · s^5.5 · r^1.45 + 3000·r·d²;
+            above it the certified solvers of `attsvm.pairsvm` (`pairs_work`)
     bulk SVM (the sweeps' exact solvers) and the regularization path's sphere
     minimizations: `bulk_svm_work`, `sphere_work`.
 
 The first GD term is the attention forward/backward pass, the d² terms the update of W
-(and the product K Qᵀ). The SVM prices follow `attsvm.svm`'s dual formulations: the
+(and the product K Qᵀ). Clarabel's prices follow `attsvm.svm`'s dual formulations: the
 Frobenius dual's dense KKT system and Gram matrix, and the nuclear dual's semidefinite
 cone, whose size is the rank of the token differences plus the rank of the queries. They
 were fitted to solve times measured here (e.g. (n, T, d) = (32, 32, 32): Frobenius 1.2 s,
@@ -245,17 +248,104 @@ def _lmi_size(n: int, T: int, d: int, queries: str) -> float:
     return min(d, _constraints(n, T, queries)) + min(d, n * _K(T, queries))
 
 
-def svm_work(
+def _queries(n: int, T: int, queries: str) -> int:
+    return n * _K(T, queries)
+
+
+def clarabel_pairs_work(*, m: float, d: int, d2: int, q: int, norm: str = "fro") -> float:
+    """Work units of one attention SVM by cvxpy + Clarabel with m constraints, W (d, d2) and
+    q distinct queries (module doc; the LMI's size is min(d, m) + min(d2, q))."""
+    if norm == "fro":
+        cost = m**3 + m * m * d * d2 / 4 + 200 * m * d * d2
+    else:
+        s = min(d, m) + min(d2, q)
+        cost = 4e-4 * s**5.5 * m**1.45 + 3000 * m * d * d2
+    return 5e6 + cost
+
+
+def clarabel_work(
     *, n: int, T: int, d: int, norm: str = "fro", queries: str = "single", solves: int = 1
 ) -> float:
     """Work units of `solves` attention-SVM solves by cvxpy + Clarabel (module doc)."""
     r = _constraints(n, T, queries)
-    if norm == "fro":
-        cost = r**3 + r * r * d * d / 4 + 200 * r * d * d
-    else:
-        s = _lmi_size(n, T, d, queries)
-        cost = 4e-4 * s**5.5 * r**1.45 + 3000 * r * d * d
-    return float(solves) * (5e6 + cost)
+    return float(solves) * clarabel_pairs_work(m=r, d=d, d2=d, q=_queries(n, T, queries), norm=norm)
+
+
+# `solve_att_svm`'s "auto": Clarabel where its price is at most this many work units (it is
+# exact there and keeps the numbers `reproduce` prints), the certified solvers of
+# `attsvm.pairsvm` above: 0.2 s for the Frobenius SVM (Newton's solution is exact to ~1e-14),
+# 2 s for the nuclear one (the ALM's certified gap is ~1e-7, Clarabel's ~1e-10)
+CLARABEL_MAX_WORK = {"fro": 2e8, "nuc": 2e9}
+# `attsvm.pairsvm.pick_solver`: the exact LDP where W's reduced space has at most LDP_MAX_DIM
+# entries (above, its active set grows past what Newton needs) and its (m, p) rows fit
+LDP_MAX_DIM = 512
+LDP_MAX_ENTRIES = 10_000_000
+
+
+def svm_route(*, n: int, T: int, d: int, norm: str = "fro", queries: str = "single") -> str:
+    """The solver `solve_att_svm(..., solver="auto")` takes: "CLARABEL" or "pairs"."""
+    if norm in CLARABEL_MAX_WORK and (
+        clarabel_work(n=n, T=T, d=d, norm=norm, queries=queries) > CLARABEL_MAX_WORK[norm]
+    ):
+        return "pairs"
+    return "CLARABEL"
+
+
+def pairs_work(*, m: float, d: int, d2: int, q: int, norm: str = "fro") -> float:
+    """Work units of one SVM by `attsvm.pairsvm.solve_pairs` ("auto") with m constraints,
+    W (d, d2) and q distinct queries. With p = min(d, m)·min(d2, q) (W's reachable space)
+    and x = m·d + q·d·d2 (one product with the dual Gram):
+
+        Frobenius, the exact LDP (p ≤ 512):   5·10⁶ + 3·m·p²
+                   projected Newton:          5·10⁶ + 200·x
+                   working-set Newton (m > 2p):  5·10⁶ + 2000·x·max(1, m/(4p))
+        nuclear, the ALM from the Frobenius solution, plus Clarabel's price where it
+                   falls back (`attsvm.pairsvm.nuc_fallback`):  5·10⁷ + 15000·x + 10⁻⁶·x^2.6
+
+    Fitted to seed-0 random problems here (docs/svm-solvers.md, "Prices"), erring high."""
+    p = min(d, m) * min(d2, q)
+    x = m * d + q * d * d2
+    if norm == "nuc":
+        cost = 5e7 + 15000 * x + 1e-6 * x**2.6 + pairs_work(m=m, d=d, d2=d2, q=q)
+        if nuc_fallback(m=m, d=d, d2=d2, q=q):
+            cost += clarabel_pairs_work(m=m, d=d, d2=d2, q=q, norm="nuc")
+        return cost
+    if p <= LDP_MAX_DIM and m * p <= LDP_MAX_ENTRIES:
+        return 5e6 + 3 * m * p * p
+    if m > 2 * p:
+        return 5e6 + 2000 * x * max(1.0, m / (4 * p))
+    return 5e6 + 200 * x
+
+
+NUC_FALLBACK_WORK = CLARABEL_MAX_WORK["nuc"]
+
+
+def nuc_fallback(*, m: float, d: int, d2: int, q: int) -> bool:
+    """Whether `attsvm.pairsvm` redoes a nuclear SVM by Clarabel where the ALM's certified gap
+    stays above its bound: only where Clarabel's price is at most NUC_FALLBACK_WORK (above it
+    the ALM's answer stands, marked "optimal_inaccurate" with its gap)."""
+    return clarabel_pairs_work(m=m, d=d, d2=d2, q=q, norm="nuc") <= NUC_FALLBACK_WORK
+
+
+def svm_work(
+    *,
+    n: int,
+    T: int,
+    d: int,
+    norm: str = "fro",
+    queries: str = "single",
+    solves: int = 1,
+    solver: str = "auto",
+) -> float:
+    """Work units of `solves` solves by `solve_att_svm(..., solver=solver)`: Clarabel's price
+    (`clarabel_work`; also for "SCS") or the certified solvers' (`pairs_work`), as "auto"
+    routes them (`svm_route`)."""
+    if solver == "auto":
+        solver = svm_route(n=n, T=T, d=d, norm=norm, queries=queries)
+    if solver == "pairs" and norm in CLARABEL_MAX_WORK:
+        m = _constraints(n, T, queries)
+        return float(solves) * pairs_work(m=m, d=d, d2=d, q=_queries(n, T, queries), norm=norm)
+    return clarabel_work(n=n, T=T, d=d, norm=norm, queries=queries, solves=solves)
 
 
 def bulk_svm_work(
@@ -277,7 +367,7 @@ def bulk_svm_work(
     if norm == "fro":
         cost = 2 * r * r * d * d
     else:
-        cost = 1.5 * (svm_work(n=n, T=T, d=d, norm="nuc", queries=queries) - 5e6)
+        cost = 1.5 * (clarabel_work(n=n, T=T, d=d, norm="nuc", queries=queries) - 5e6)
     return float(solves) * (5e5 + cost)
 
 
@@ -288,7 +378,7 @@ def graph_svm_work(*, n: int, T: int, d: int, solves: int = 1) -> float:
     Measured here on a busy machine (load 3–8 on 2 cores): (n, T, d) = (32, 8, 32) 2.2 s for
     191 rows; (32, 16, 64) 36 s, 468 rows; (32, 32, 64) 211 s, 988 rows; (32, 32, 32) 15 s,
     969 rows; (16, 16, 48) 2.1 s, 234 rows: 15–50 ns per r²·d². The Att-SVM formula
-    (`svm_work`) priced the last ones 10–15× too low."""
+    (`clarabel_work`) priced the last ones 10–15× too low."""
     r = n * max(T - 1, 0)
     return float(solves) * (5e6 + 30.0 * r * r * d * d)
 
@@ -503,12 +593,14 @@ def check_svm(
     d: int | None = None,
     norm: str = "fro",
     queries: str = "single",
+    solver: str = "auto",
     limits: Limits | None = None,
 ) -> float:
     """Refuse SVM work over budget; return its work (0 when the sizes are not given).
 
     Always checks `solves` against `max_svm_solves`; with n, T, d also prices the solves
-    and, when over `max_work`, names the largest d, n and solves that fit.
+    (by `solver`, as `svm_work`) and, when over `max_work`, names the largest d, n and
+    solves that fit.
     """
     L = limits or current()
     check_size(n=n, T=T, d=d, solves=solves, limits=L)
@@ -518,7 +610,7 @@ def check_svm(
     return _priced(
         L,
         svm_work,
-        dict(n=n, T=T, d=d, norm=norm, queries=queries, solves=solves),
+        dict(n=n, T=T, d=d, norm=norm, queries=queries, solves=solves, solver=solver),
         f"{solves:,} × {name} at n={n}, T={T}, d={d}",
         d="d={}",
         n="n={}",

@@ -39,6 +39,7 @@ import scipy.sparse as sp
 from scipy.optimize import nnls
 
 from . import blas
+from .limits import LDP_MAX_DIM, LDP_MAX_ENTRIES, nuc_fallback
 
 NORMS = ("fro", "nuc")
 SOLVERS = ("auto", "CLARABEL", "ldp", "ws", "wsnewton", "newton", "alm")
@@ -50,7 +51,6 @@ RHO0 = 5.0
 EPS_ACTIVE = 1e-5
 WS_LOOSE_GAP = 1e-7  # the working set's rounds before the last solve to this gap only
 WS_NEAR = 0.2  # "wsnewton" tops each round's joiners up with non-members of margin < 1 + this
-LDP_MAX_ENTRIES = 10_000_000  # the exact small method forms (m, r_D·r_Z) rows: at most this
 GRAM_MAX = 8000  # "ws" solves working sets up to this size on their formed Gram (n² floats)
 # uᵀKu from a formed Gram carries rounding of ε·(max‖A_j‖·1ᵀu)², so ‖B(u)‖ is resolved to
 # about 1e-8 of max‖A_j‖·1ᵀu: `_ldp_gram` calls data infeasible below this, and "ws" checks
@@ -887,14 +887,15 @@ CLARABEL_MAX_M = 1500  # "auto" falls back to Clarabel on undecided problems up 
 
 def pick_solver(m: int, d: int, d2: int, q: int, norm: str) -> str:
     """The method "auto" uses for m constraints, W (d, d2) and q queries: the exact LDP where
-    its (m, r_D·r_Z) rows are small (small d, few constraints); for Frobenius, "wsnewton"
+    W's reachable space p = min(d, m)·min(d2, q) is small (p ≤ LDP_MAX_DIM: small d, where
+    Newton stalls on a rank-deficient Gram) and its (m, p) rows fit; for Frobenius, "wsnewton"
     where m > 2·p with p = min(d, m)·min(d2, q) the dimension of W's reachable space (the dual
     Gram is then rank deficient: sequence problems), else "newton"; "alm" (nuclear, started
     from the Frobenius solution)."""
     if norm == "nuc":
         return "alm"
     p = min(d, m) * min(d2, q)
-    if m * p <= LDP_MAX_ENTRIES:
+    if p <= LDP_MAX_DIM and m * p <= LDP_MAX_ENTRIES:
         return "ldp"
     return "wsnewton" if m > 2 * p else "newton"
 
@@ -1075,7 +1076,8 @@ def _solve_fro(P: Pairs, solver: str) -> PairSolution:
 
 def _solve_nuc(P: Pairs, solver: str, fro: PairSolution | None = None) -> PairSolution:
     """The nuclear SVM by Burer–Monteiro ALM from the Frobenius solution (which decides
-    feasibility), Clarabel where the ALM's gap stays above 1e-6 and Clarabel is affordable."""
+    feasibility), Clarabel where the ALM's gap stays above NUC_GAP and Clarabel is cheap
+    (`limits.nuc_fallback`; its cost, not m, decides: at (32, 32, 64) it would take 100 s)."""
     if fro is None:  # Newton first (the exact LDP costs more); "auto" decides the rest
         fro = _solve_fro(P, "newton")
         fro = fro if fro.status == "optimal" else _solve_fro(P, "auto")
@@ -1087,7 +1089,7 @@ def _solve_nuc(P: Pairs, solver: str, fro: PairSolution | None = None) -> PairSo
     if 0 < mu < 1:
         W = W / mu  # feasible exactly; the certificate accounts for it
     sol = _solution(P, W, lam, "nuc", "alm")
-    if sol.gap > NUC_GAP and solver == "auto" and P.m <= CLARABEL_MAX_M:
+    if sol.gap > NUC_GAP and solver == "auto" and nuc_fallback(m=P.m, d=P.d, d2=P.d2, q=P.q):
         ref = _solve_clarabel(P, "nuc")
         if ref.feasible and ref.gap < sol.gap:
             return ref

@@ -62,11 +62,6 @@ NORMS = ("fro", "nuc")  # the paper's two (generalized SVM too)
 SVM_NORMS = NORMS + ("lp", "max", "spectral")  # solve_att_svm's `norm`
 MAX_P = 1e3  # ℓp exponents above this: use "max"
 SOLVERS = ("auto", "CLARABEL", "SCS", "pairs")
-# "auto": Clarabel where its price (`attsvm.limits.svm_work`) is at most this many work units
-# (it is exact there and keeps the reproduced numbers), `attsvm.pairsvm` above: 0.2 s for the
-# Frobenius SVM (Newton's solution is exact to ~1e-14), 2 s for the nuclear one (the ALM's
-# certified gap is ~1e-7, Clarabel's ~1e-10)
-CLARABEL_MAX_WORK = {"fro": 2e8, "nuc": 2e9}
 SUPPORT_TOL = 1e-6  # a constraint with margin ≤ 1 + SUPPORT_TOL is active
 MAX_SELECTIONS = 4096  # enumeration limit of `locally_optimal_selections`
 
@@ -391,11 +386,12 @@ def solve_att_svm(
             paper adds rank(W) ≤ m, which is not convex: compare the solution's rank with m);
             "lp" (entrywise ℓp, needs `p`), "max" (entrywise ℓ∞) or "spectral" (σ_max).
         support_tol: a token is a support token when its margin is ≤ 1 + support_tol.
-        solver: "auto" (default: Clarabel where it is fast, priced by `limits.svm_work` up to
-            `CLARABEL_MAX_WORK[norm]`, else the certified large-scale solvers of `attsvm.pairsvm`
-            for "fro" and "nuc"), "CLARABEL" (the reference, tight tolerances), "pairs"
-            (`attsvm.pairsvm` at any size; "fro" and "nuc") or "SCS" at its default accuracy
-            (~1e-5; only to reproduce the authors' published numbers, docs/theory.md §7).
+        solver: "auto" (default: Clarabel where it is fast, priced by `limits.clarabel_work`
+            up to `limits.CLARABEL_MAX_WORK[norm]` (`limits.svm_route`), else the certified
+            large-scale solvers of `attsvm.pairsvm` for "fro" and "nuc"), "CLARABEL" (the
+            reference, tight tolerances), "pairs" (`attsvm.pairsvm` at any size; "fro" and
+            "nuc") or "SCS" at its default accuracy (~1e-5; only to reproduce the authors'
+            published numbers, docs/theory.md §7).
         p: the exponent of norm="lp", 1 ≤ p ≤ `MAX_P` (p = 2 is "fro"); None otherwise.
 
     It is long because this docstring documents every norm and solver it dispatches to.
@@ -404,7 +400,7 @@ def solve_att_svm(
     Frobenius and nuclear solutions carry their certificate (min_margin, gap,
     dual_residual; `attsvm.pairsvm`).
     """
-    from .limits import svm_work
+    from .limits import svm_route
 
     if not isinstance(prob, Problem):
         raise ValueError(f"`prob` must be an attsvm.Problem; got {type(prob).__name__}")
@@ -438,8 +434,7 @@ def solve_att_svm(
     if solver == "auto":
         fast = (
             norm in NORMS
-            and svm_work(n=prob.n, T=prob.T, d=prob.d, norm=norm, queries=prob.queries)
-            > CLARABEL_MAX_WORK[norm]
+            and svm_route(n=prob.n, T=prob.T, d=prob.d, norm=norm, queries=prob.queries) == "pairs"
         )
         solver = "pairs" if fast else SOLVER
     if solver == "pairs":

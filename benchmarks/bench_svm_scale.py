@@ -4,7 +4,7 @@ For each size (n, T, d), query mode and norm: a random problem (`random_problem`
 α = opt), solved by `attsvm.pairsvm.solve_pairs` (the method "auto" picks, with the token form
 of the constraints as `solve_att_svm` passes it), with its certificate (relative duality gap,
 smallest margin); and by Clarabel (`solver="CLARABEL"`,
-the reference) in the same run where its price (`limits.svm_work`) is under
+the reference) in the same run where its price (`limits.clarabel_work`) is under
 `--clarabel-seconds`. Prints wall times (medians of `--repeats`), the ratio, both gaps and
 the largest relative difference of W (Frobenius) or objective (nuclear). Numbers are of this
 machine at the time of the run: on a shared machine read the ratios, measured in one run.
@@ -66,7 +66,7 @@ def bench_one(n, T, d, queries, norm, *, repeats=1, clarabel_seconds=120.0):
         clarabel_gap=None,
         diff=None,
     )
-    price = limits.seconds(limits.svm_work(n=n, T=T, d=d, norm=norm, queries=queries))
+    price = limits.seconds(limits.clarabel_work(n=n, T=T, d=d, norm=norm, queries=queries))
     if price <= clarabel_seconds:
         tc, ref = _timed(lambda: pairsvm.solve_pairs(D, Z, query, norm, solver="CLARABEL"), 1)
         row.update(clarabel=tc, ratio=tc / t, clarabel_gap=ref.gap)

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+import attsvm
 from attsvm import limits
 from attsvm.limits import LIMITS, BudgetError
 from ui import budget
@@ -106,12 +107,14 @@ def test_over_budget_gd_names_the_largest_steps_runs_and_n_that_fit():
 
 
 def test_over_budget_svm_names_the_largest_d_that_fits():
-    kw = dict(n=16, T=16, d=48, norm="nuc", limits=HOSTED)
+    kw = dict(n=32, T=32, d=64, norm="nuc", limits=HOSTED)
     with pytest.raises(BudgetError, match=r"Att-SVM\* .* largest that fits is d=(\d+)") as info:
         limits.check_svm(**kw)
     d = int(str(info.value).split("d=")[-1].split()[0])
-    assert 1 <= d < 48
+    assert 1 <= d < 64
     limits.check_svm(**{**kw, "d": d})
+    with pytest.raises(BudgetError):
+        limits.check_svm(**{**kw, "d": d + 1})
 
 
 def test_check_svm_keeps_the_solve_count_only_form():
@@ -230,3 +233,68 @@ def test_gd_work_prices_the_span_form_where_the_engine_takes_it():
     assert limits.gd_work(**kw) == 5 * 2000 * plain
     assert limits.gd_work(**kw, record_every=1) == 5 * 2000 * plain
     assert limits.gd_work(**kw, record_every=100, param="KQ") > 5 * 2000 * plain
+
+
+@pytest.mark.parametrize(
+    "n, T, d, norm, queries",
+    [
+        (6, 8, 10, "fro", "single"),
+        (48, 32, 64, "fro", "single"),
+        (12, 12, 16, "nuc", "single"),
+        (32, 32, 32, "nuc", "single"),
+        (4, 6, 5, "fro", "sequence"),
+        (16, 8, 16, "fro", "sequence"),
+        (8, 10, 12, "fro", "causal"),
+    ],
+)
+def test_the_svm_route_is_the_solver_solve_att_svm_takes(n, T, d, norm, queries):
+    """svm_work prices the method "auto" really runs: Clarabel or the certified solvers."""
+    prob = attsvm.random_problem(n, T, d, seed=1, queries=queries)
+    sol = attsvm.solve_att_svm(prob, norm=norm)
+    route = limits.svm_route(n=n, T=T, d=d, norm=norm, queries=queries)
+    assert (sol.solver == "CLARABEL") == (route == "CLARABEL")
+    price = limits.svm_work(n=n, T=T, d=d, norm=norm, queries=queries)
+    kind = "clarabel_work" if route == "CLARABEL" else "pairs_work"
+    m = limits._constraints(n, T, queries)
+    q = n * (1 if queries == "single" else T)
+    expect = (
+        limits.clarabel_work(n=n, T=T, d=d, norm=norm, queries=queries)
+        if kind == "clarabel_work"
+        else limits.pairs_work(m=m, d=d, d2=d, q=q, norm=norm)
+    )
+    assert price == expect
+
+
+def test_the_large_sizes_are_priced_by_the_certified_solvers_not_clarabel():
+    """Above Clarabel's 0.2 s (Frobenius) or 2 s (nuclear), "auto" takes `attsvm.pairsvm`:
+    the price is that method's, orders of magnitude below Clarabel's, and a forced Clarabel
+    (or SCS) keeps Clarabel's price."""
+    for kw in (dict(n=64, T=64, d=128), dict(n=32, T=32, d=32, norm="nuc")):
+        assert limits.svm_route(**kw) == "pairs"
+        assert limits.svm_work(**kw) < limits.clarabel_work(**kw) / 20
+        for solver in ("CLARABEL", "SCS"):
+            assert limits.svm_work(**kw, solver=solver) == limits.clarabel_work(**kw)
+    # a hosted visitor's largest single-query Frobenius SVM, and the nuclear one at d = 32
+    for norm, d in (("fro", 64), ("nuc", 32)):
+        limits.check_svm(n=32, T=32, d=d, norm=norm, limits=HOSTED)
+
+
+@pytest.mark.parametrize("m, d, q", [(56, 16, 8), (4032, 16, 64), (992, 64, 32), (31744, 64, 1024)])
+def test_the_frobenius_price_follows_the_method_pairsvm_picks(m, d, q):
+    from attsvm import pairsvm
+
+    method = pairsvm.pick_solver(m, d, d, q, "fro")
+    p = min(d, m) * min(d, q)
+    x = m * d + q * d * d
+    cost = {"ldp": 3 * m * p * p, "newton": 200 * x, "wsnewton": 2000 * x * max(1, m / (4 * p))}
+    assert limits.pairs_work(m=m, d=d, d2=d, q=q) == 5e6 + cost[method]
+    assert (method == "ldp") == (p <= limits.LDP_MAX_DIM)
+
+
+def test_the_nuclear_fallback_to_clarabel_is_taken_only_where_clarabel_is_cheap():
+    assert limits.nuc_fallback(m=56, d=16, d2=16, q=8)
+    assert not limits.nuc_fallback(m=992, d=64, d2=64, q=32)  # Clarabel: about 100 s here
+    base = limits.pairs_work(m=992, d=64, d2=64, q=32, norm="nuc")
+    small = limits.pairs_work(m=56, d=16, d2=16, q=8, norm="nuc")
+    fallback = limits.clarabel_pairs_work(m=56, d=16, d2=16, q=8, norm="nuc")
+    assert small > fallback and base > small
