@@ -233,7 +233,7 @@ def price(s: Settings) -> tuple:
         ),
         (
             f"{30 * s.runs} SVMs (cvxpy)",
-            limits.svm_work(n=s.n, T=s.T, d=s.d, norm="fro", solves=30 * s.runs),
+            limits.clarabel_work(n=s.n, T=s.T, d=s.d, norm="fro", solves=30 * s.runs),
         ),
     ]
     floats = limits.record_floats(

@@ -246,11 +246,16 @@ def price(s: Settings) -> tuple:
             items.append(
                 (
                     f"{early} Att-SVMs at every token",
-                    limits.svm_work(n=s.n, T=s.T, d=s.d, queries="sequence", solves=early),
+                    limits.svm_work(
+                        n=s.n, T=s.T, d=s.d, queries="sequence", solves=early, solver="pairs"
+                    ),
                 )
             )
         items.append(
-            (f"{B * H} Att-SVMs at the query", limits.svm_work(n=s.n, T=s.T, d=s.d, solves=B * H))
+            (
+                f"{B * H} Att-SVMs at the query",
+                limits.svm_work(n=s.n, T=s.T, d=s.d, solves=B * H, solver="pairs"),
+            )
         )
         solves += B * H * s.layers
         floats = max(

@@ -266,7 +266,7 @@ def price(s: Settings) -> tuple:
                 nuc = limits.bulk_svm_work(n=n, T=T, d=d, norm="nuc", solves=s.runs)
             else:
                 fro = limits.bulk_svm_work(n=n, T=T, d=d, solves=s.runs)
-                nuc = limits.svm_work(n=n, T=T, d=d, norm="nuc", solves=s.runs)
+                nuc = limits.svm_work(n=n, T=T, d=d, norm="nuc", solves=s.runs, solver="SCS")
             solves += 2 * s.runs  # the count cap: the solves kept (extra draws: in work)
             items.append((f"n={n}, T={T}, d={d}: SVMs", fro + nuc))
     n = max(p[0] for p in s.pairs)

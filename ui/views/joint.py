@@ -45,7 +45,7 @@ def check_budget(*, n: int, T: int, d: int, steps: int, runs: int):
     with explained():
         hosted.check_session()
         work = limits.check_gd(n=n, T=T, d=d, steps=steps, runs=runs)
-        work += limits.check_svm(solves=SVM_SOLVES * runs, n=n, T=T, d=d)
+        work += limits.check_svm(solves=SVM_SOLVES * runs, n=n, T=T, d=d, solver="CLARABEL")
         limits.check_work(work, what=f"joint training ({runs} run(s)) and its SVMs")
 
 

@@ -116,7 +116,7 @@ def sweep_controls() -> tuple[list, int, int]:
     with explained():
         limits.check_work(
             sum(
-                limits.svm_work(n=n, T=int(T), d=d, norm=nm, solves=int(inst))
+                limits.bulk_svm_work(n=n, T=int(T), d=d, norm=nm, solves=int(inst))
                 for n, d in cells
                 for nm in ("fro", "nuc")
             ),
