@@ -116,9 +116,9 @@ LIMITS = {
         max_work=3e9,
         max_runs=500,
         max_steps=20_000,
-        max_n=32,
-        max_T=32,
-        max_d=64,
+        max_n=64,
+        max_T=64,
+        max_d=128,
         max_svm_solves=2000,
         max_record_floats=2_000_000,
         max_upload_bytes=2 * 2**20,
@@ -297,7 +297,7 @@ def pairs_work(*, m: float, d: int, d2: int, q: int, norm: str = "fro") -> float
     and x = m·d + q·d·d2 (one product with the dual Gram):
 
         Frobenius, the exact LDP (p ≤ 512):   5·10⁶ + 3·m·p²
-                   projected Newton:          5·10⁶ + 200·x
+                   projected Newton:          5·10⁶ + 400·x
                    working-set Newton (m > 2p):  5·10⁶ + 2000·x·max(1, m/(4p))
         nuclear, the ALM from the Frobenius solution, plus Clarabel's price where it
                    falls back (`attsvm.pairsvm.nuc_fallback`):  5·10⁷ + 15000·x + 10⁻⁶·x^2.6
@@ -314,7 +314,7 @@ def pairs_work(*, m: float, d: int, d2: int, q: int, norm: str = "fro") -> float
         return 5e6 + 3 * m * p * p
     if m > 2 * p:
         return 5e6 + 2000 * x * max(1.0, m / (4 * p))
-    return 5e6 + 200 * x
+    return 5e6 + 400 * x
 
 
 NUC_FALLBACK_WORK = CLARABEL_MAX_WORK["nuc"]
@@ -628,7 +628,7 @@ def check_work(work: float, *, what: str = "this action", limits: Limits | None 
 
 # -- typed text (attsvm.text) ------------------------------------------------------------------
 # Characters and words of the sentences one action may send, per mode: checked on the raw text
-# before it is tokenized or looked up. Hosted: 32 sentences of up to 32 words fit (max_n, max_T).
+# before it is tokenized or looked up. Hosted: 1,024 words in all (32 sentences of 32 words).
 TEXT_CAPS = {"local": dict(chars=200_000, words=20_000), "hosted": dict(chars=6_000, words=1_024)}
 
 

@@ -177,7 +177,11 @@ CASES = {
     ),
     "header too long": (
         "a.npz",
-        with_member("X.npy", b"\x93NUMPY\x02\x00" + struct.pack("<I", 10**6) + b"{" * 10**6),
+        with_member(
+            "X.npy",
+            b"\x93NUMPY\x02\x00" + struct.pack("<I", 10**7) + b"{" * 10**7,
+            zipfile.ZIP_DEFLATED,
+        ),
         "tokens",
         "at most",
     ),

@@ -109,9 +109,9 @@ BAD = [
     (
         "too many columns",
         "a.csv",
-        lambda: ("kind,seq,token,label," + ",".join(f"f{j}" for j in range(65))).encode(),
+        lambda: ("kind,seq,token,label," + ",".join(f"f{j}" for j in range(129))).encode(),
         "file",
-        "at most 68 columns",
+        "at most 132 columns",
     ),
     (
         "ragged row",
@@ -174,7 +174,7 @@ BAD = [
         "a.csv",
         lambda: csv_of(P, lambda t: t.replace("x,2,0,", "x,1000000000,0,")),
         "seq",
-        "an index in [0, 31]",
+        "an index in [0, 63]",
     ),
     (
         "unknown kind",
@@ -229,21 +229,21 @@ BAD = [
     (
         "too many sequences",
         "a.npz",
-        lambda: npz(X=np.ones((33, 2, 2)), Y=np.ones(33), v=np.ones(2)),
+        lambda: npz(X=np.ones((65, 2, 2)), Y=np.ones(65), v=np.ones(2)),
         "tokens (n)",
-        "between 1 and 32 in hosted mode",
+        "between 1 and 64 in hosted mode",
     ),
     (
         "d over the cap",
         "a.npz",
-        lambda: npz(X=np.ones((1, 2, 65)), Y=np.ones(1), v=np.ones(65)),
+        lambda: npz(X=np.ones((1, 2, 129)), Y=np.ones(1), v=np.ones(129)),
         "tokens (d)",
-        "between 1 and 64",
+        "between 1 and 128",
     ),
     (
         "huge declared shape",
         "a.npz",
-        lambda: npz(X=np.zeros((1, 100, 1000), dtype=np.uint8), Y=Y, v=V),
+        lambda: npz(X=np.zeros((1, 100, 10_000), dtype=np.uint8), Y=Y, v=V),
         "tokens",
         "entries",
     ),
@@ -276,11 +276,11 @@ def test_user_text_is_echoed_short_and_inside_a_code_span():
 
 
 def test_local_mode_allows_what_hosted_refuses():
-    X = np.random.default_rng(0).standard_normal((40, 3, 2))
-    data = npz(X=X, Y=np.ones(40), v=np.array([1.0, 0.5]))
+    X = np.random.default_rng(0).standard_normal((80, 3, 2))
+    data = npz(X=X, Y=np.ones(80), v=np.array([1.0, 0.5]))
     with pytest.raises(ValueError, match="hosted"):
         aio.load_problem(data, filename="a.npz", limits=HOSTED)
-    assert aio.load_problem(data, filename="a.npz", limits=LOCAL).n == 40
+    assert aio.load_problem(data, filename="a.npz", limits=LOCAL).n == 80
 
 
 def test_a_zip_bomb_member_is_refused_before_it_is_inflated():
