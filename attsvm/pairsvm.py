@@ -1008,14 +1008,20 @@ def _solve_wsnewton(
     constraints that the mean direction W₀ = Σ_j A_j separates least (smallest ⟨A_j, W₀⟩ /
     ‖D_j‖) and growing by max(1024, |S|). For m ≫ d·d2 (sequence problems), where the
     full dual Gram is rank deficient and Newton on all m constraints needs many more CG
-    steps. Returns None when a subproblem is undecided (the caller then solves the whole
-    set)."""
+    steps. A subproblem the dual Newton does not certify goes to Lawson–Hanson's bounded form
+    (K + 11ᵀ), whose Farkas vector on S decides the whole problem infeasible. Returns None when
+    a subproblem is undecided (the caller then solves the whole set)."""
 
     def newton(S, lam0, tight):
         sub = P.subset(S)
-        lam, status, _ = _fro_newton(
-            sub, ldp=False, lam0=lam0, gap_tol=1e-12 if tight else WS_LOOSE_GAP
-        )
+        gap = 1e-12 if tight else WS_LOOSE_GAP
+        lam, status, _ = _fro_newton(sub, ldp=False, lam0=lam0, gap_tol=gap)
+        if status != "optimal":  # the bounded form decides: a Farkas vector of S is one of all
+            lam, status, farkas = _fro_newton(sub, ldp=True, gap_tol=gap)
+            if status == "infeasible":
+                mu = np.zeros(P.m)
+                mu[S] = farkas
+                return _farkas(P, mu, "wsnewton")
         return (sub.combine(lam), lam) if status == "optimal" else None
 
     dd = np.einsum("ja,ja->j", P.D, P.D)
@@ -1030,7 +1036,20 @@ def _solve_wsnewton(
         )
     )
     out = _working_set(P, S, newton, tol, lambda k, _: max(1024, k), max_rounds, near=WS_NEAR)
-    return _solution(P, *out, "fro", "wsnewton") if isinstance(out, tuple) else None
+    return _solution(P, *out, "fro", "wsnewton") if isinstance(out, tuple) else out
+
+
+def _farkas(P: Pairs, mu: np.ndarray, solver: str) -> PairSolution:
+    """Infeasible, by the Farkas vector μ (m,) ≥ 0, 1ᵀμ = 1, Σ μ_j A_j ≈ 0 (module doc)."""
+    nb = float(np.linalg.norm(P.combine(mu)))
+    return _infeasible(
+        "Farkas: a convex combination μ of the constraints has "
+        f"‖Σ μ_j A_j‖_F = {nb:.2e}, so every feasible W has "
+        f"‖W‖_F ≥ {1 / max(nb, 1e-300):.2e}",
+        solver,
+        "fro",
+        farkas=mu,
+    )
 
 
 def _solve_fro(P: Pairs, solver: str) -> PairSolution:
@@ -1053,15 +1072,7 @@ def _solve_fro(P: Pairs, solver: str) -> PairSolution:
         if status == "optimal":
             return _solution(P, P.combine(lam), lam, "fro", "newton")
         if status == "infeasible":
-            nb = float(np.linalg.norm(P.combine(farkas)))
-            return _infeasible(
-                "Farkas: a convex combination μ of the constraints has "
-                f"‖Σ μ_j A_j‖_F = {nb:.2e}, so every feasible W has "
-                f"‖W‖_F ≥ {1 / max(nb, 1e-300):.2e}",
-                "newton",
-                "fro",
-                farkas=farkas,
-            )
+            return _farkas(P, farkas, "newton")
         if solver == "newton":
             break
     if solver == "auto" and P.m <= CLARABEL_MAX_M:

@@ -259,6 +259,23 @@ def test_the_gram_form_ldp_finds_farkas_certificates(seed):
     assert not sol.feasible and sol.farkas is not None
 
 
+@pytest.mark.parametrize("seed", [0, 1, 5])
+def test_the_working_set_newton_decides_infeasible_data_on_its_working_set(seed):
+    """Every token a query, T − 1 > d: infeasible. Where the dual Newton does not certify a
+    working set, its bounded form finds a Farkas vector on S, which is one for all m (zero
+    outside S), agreeing with the exact LDP and the LP."""
+    prob = attsvm.random_problem(6, 10, 4, seed=seed, queries="sequence")
+    D, Z, query, _ = problem_pairs(prob, attsvm.problems.optimal_tokens(prob))
+    sol = pairsvm.solve_pairs(D, Z, query, "fro", solver="wsnewton")
+    assert not sol.feasible and sol.solver == "wsnewton" and "Farkas" in sol.reason
+    assert not lp_feasible(D, Z, query)
+    assert not pairsvm.solve_pairs(D, Z, query, "fro", solver="ldp").feasible
+    mu = sol.farkas
+    B = np.einsum("j,ja,jb->ab", mu, D, Z[query])
+    assert mu.min() >= 0 and mu.sum() == pytest.approx(1.0) and (mu > 0).sum() < len(D)
+    assert np.linalg.norm(B) <= 1e-8 * np.abs(D).max() * np.abs(Z).max()
+
+
 def test_the_working_set_grows_over_rounds_on_low_rank_inputs():
     """A layer-0-shaped problem large enough that "ws" takes several rounds, warm-started:
     against the cvxpy primal."""
