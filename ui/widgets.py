@@ -86,6 +86,13 @@ def check_svm(solves: int, prob: attsvm.Problem | None = None, norm: str = "fro"
             )
 
 
+def svm_status(sol) -> str:
+    """An SVM's status in backticks, with its certified relative duality gap where it has one
+    (a nuclear solution above 1e-6 reads `optimal_inaccurate`: the gap says how far)."""
+    gap = "" if getattr(sol, "gap", None) is None else f" (certified gap {sol.gap:.1e})"
+    return f"`{sol.status}`{gap}"
+
+
 def page_header(title: str, claim: str):
     st.title(title)
     st.markdown(claim)

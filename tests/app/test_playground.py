@@ -17,6 +17,9 @@ def test_first_load_shows_a_finished_run_with_verdict_and_charts():
     assert "GD selects α =" in t and ("optimal" in t.lower())
     assert len(charts(at)) == 6
     assert _iteration(at) == 500
+    # both SVMs state their certified duality gap beside their status
+    gaps = re.findall(r"`optimal` \(certified gap ([0-9.e+-]+)\)", t)
+    assert len(gaps) == 2 and all(float(g) <= 1e-6 for g in gaps), t
 
 
 def test_reset_step_play_and_scrub():

@@ -13,7 +13,7 @@ from attsvm.trajectory import saturation_message
 from attsvm_charts import explorer as charts
 from attsvm_charts import frames
 from ui import about, cache
-from ui.widgets import explained
+from ui.widgets import explained, svm_status
 
 
 def intro():
@@ -86,7 +86,7 @@ def verdict(run: dict, traj, alpha, opt, sol: dict, kind: str, norm: str, last: 
             s = sol[nm]
             if s.feasible:
                 st.markdown(
-                    f"- {label}: `{s.status}`, ‖·‖ = {s.objective:.4g}, "
+                    f"- {label}: {svm_status(s)}, ‖·‖ = {s.objective:.4g}, "
                     f"rank {attsvm.numerical_rank(s.W)}, "
                     f"{int(s.support.sum())} support tokens"
                 )

@@ -10,6 +10,7 @@ from attsvm.trajectory import saturation_message
 from attsvm_charts import explorer as charts
 from attsvm_charts import frames
 from ui import about
+from ui.widgets import svm_status
 
 VERDICTS = {
     "global": "**Globally optimal**: every query selects its highest-score attendable token, "
@@ -48,7 +49,7 @@ def verdict(prob, tspec, run, sol, kind: str, opt):
         corr = attsvm.correlation(run.W[-1], sol.W)
         st.markdown(
             f"- SVM ({'Frobenius' if tspec.norm == 'fro' else 'nuclear'}): "
-            f"`{sol.status}`, ‖W‖ = {sol.objective:.4g}, "
+            f"{svm_status(sol)}, ‖W‖ = {sol.objective:.4g}, "
             f"rank {attsvm.numerical_rank(sol.W)}, "
             f"{int(sol.support.sum())} support tokens"
         )
