@@ -881,6 +881,66 @@ def _nuc_polish(
     return out
 
 
+KKT_MAX = 3000  # `_nuc_kkt` forms its (N, N) Jacobian: at most this many unknowns N
+KKT_GAP = 1e-8  # `_solve_nuc` refines the ALM's answer by `_nuc_kkt` above this gap
+
+
+def _nuc_kkt(P: Pairs, W, lam, *, sv_rtol: float = 1e-5, act_tol: float = 1e-6, steps: int = 8):
+    """Newton on the nuclear SVM's optimality conditions, from the ALM's (W, λ): with
+    W = U Vᵀ balanced (U: d × r, V: d2 × r, r the numerical rank) and S the active constraints,
+
+        U = B(λ) V,   V = B(λ)ᵀ U,   ⟨A_j, U Vᵀ⟩ = 1 (j ∈ S),
+
+    the stationarity of min ½(‖U‖² + ‖V‖²) under the active margins (Burer & Monteiro 2003),
+    as many equations as unknowns (U, V, λ_S). Its Jacobian is singular along U → UO, V → VO
+    (O orthogonal), so each step is Levenberg–Marquardt's with a ridge of 1e-12·‖J‖². The ALM's
+    value is exact to ~1e-9 but its subspaces only to ~1e-5 (second order), which caps the
+    dual from them near 1e-6; Newton converges quadratically from there. Returns (W, λ) for
+    `certify` to judge, or None (too large, or λ_S < 0: the active set was wrong)."""
+    Uw, s, Vt = np.linalg.svd(W, full_matrices=False)
+    r = int(np.sum(s > sv_rtol * s[0]))
+    S = np.flatnonzero((P.margins(W) <= 1.0 + act_tol) | (lam > 1e-9 * float(lam.max())))
+    nU, nV, k = P.d * r, P.d2 * r, S.size
+    if r == 0 or nU + nV + k > KKT_MAX:
+        return None
+    U, V, lS = Uw[:, :r] * np.sqrt(s[:r]), Vt[:r].T * np.sqrt(s[:r]), lam[S].copy()
+    Dj, zj = P.D[S], P.Z[P.query[S]]
+    lam = np.zeros(P.m)
+    prev = np.inf
+    for _ in range(steps):
+        lam[S] = lS
+        B = P.combine(lam)
+        F = np.concatenate(
+            [
+                (U - B @ V).ravel(),
+                (V - B.T @ U).ravel(),
+                np.einsum("jk,jk->j", Dj @ U, zj @ V) - 1.0,
+            ]
+        )
+        res = float(np.linalg.norm(F))
+        if res < 1e-14 or res > 0.5 * prev:
+            break
+        prev = res
+        cU = np.einsum("ja,jk->jak", Dj, zj @ V).reshape(k, nU)  # ∂⟨A_j, UVᵀ⟩/∂U = A_j V
+        cV = np.einsum("jb,jk->jbk", zj, Dj @ U).reshape(k, nV)  # ∂/∂V = A_jᵀ U
+        J = np.block(
+            [
+                [np.eye(nU), -np.kron(B, np.eye(r)), -cU.T],
+                [-np.kron(B.T, np.eye(r)), np.eye(nV), -cV.T],
+                [cU, cV, np.zeros((k, k))],
+            ]
+        )
+        JtJ = J.T @ J
+        JtJ[np.diag_indices_from(JtJ)] += 1e-12 * float(np.trace(JtJ)) / len(JtJ)
+        step = scipy.linalg.solve(JtJ, -(J.T @ F), assume_a="pos")
+        U, V = U + step[:nU].reshape(P.d, r), V + step[nU : nU + nV].reshape(P.d2, r)
+        lS = lS + step[nU + nV :]
+    if lS.min() < -1e-12 * float(lS.max()):
+        return None
+    lam[S] = np.maximum(lS, 0.0)
+    return U @ V.T, lam
+
+
 # -- public ---------------------------------------------------------------------------------
 CLARABEL_MAX_M = 1500  # "auto" falls back to Clarabel on undecided problems up to this m
 
@@ -1096,6 +1156,9 @@ def _solve_nuc(P: Pairs, solver: str, fro: PairSolution | None = None) -> PairSo
         return PairSolution(**{**fro.__dict__, "norm": "nuc"})
     with blas.one_thread():  # the ALM's products are small: a second BLAS thread costs time
         W, lam, gap = _nuc_alm(P, fro.W, fro.duals)
+        kkt = _nuc_kkt(P, W, lam) if gap > KKT_GAP else None
+    if kkt is not None and certify(P, *kkt, "nuc")[2] < gap:
+        W, lam = kkt
     mu = float(P.margins(W).min())
     if 0 < mu < 1:
         W = W / mu  # feasible exactly; the certificate accounts for it
