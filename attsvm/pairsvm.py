@@ -39,7 +39,7 @@ import scipy.sparse as sp
 from scipy.optimize import nnls
 
 from . import blas
-from .limits import LDP_MAX_DIM, LDP_MAX_ENTRIES, nuc_fallback
+from .limits import KKT_MAX, LDP_MAX_DIM, LDP_MAX_ENTRIES, nuc_fallback
 
 NORMS = ("fro", "nuc")
 SOLVERS = ("auto", "CLARABEL", "ldp", "ws", "wsnewton", "newton", "alm")
@@ -881,7 +881,6 @@ def _nuc_polish(
     return out
 
 
-KKT_MAX = 3000  # `_nuc_kkt` forms its (N, N) Jacobian: at most this many unknowns N
 KKT_GAP = 1e-8  # `_solve_nuc` refines the ALM's answer by `_nuc_kkt` above this gap
 
 
