@@ -244,10 +244,6 @@ def _constraints(n: int, T: int, queries: str) -> float:
     return n * _K(T, queries) * max(T - 1, 0)
 
 
-def _lmi_size(n: int, T: int, d: int, queries: str) -> float:
-    return min(d, _constraints(n, T, queries)) + min(d, n * _K(T, queries))
-
-
 def _queries(n: int, T: int, queries: str) -> int:
     return n * _K(T, queries)
 
@@ -274,7 +270,7 @@ def clarabel_work(
 # `solve_att_svm`'s "auto": Clarabel where its price is at most this many work units (it is
 # exact there and keeps the numbers `reproduce` prints), the certified solvers of
 # `attsvm.pairsvm` above: 0.2 s for the Frobenius SVM (Newton's solution is exact to ~1e-14),
-# 2 s for the nuclear one (the ALM's certified gap is ~1e-7, Clarabel's ~1e-10)
+# 2 s for the nuclear one (past its KKT Newton's size the ALM's gap is ~1e-7, Clarabel's ~1e-10)
 CLARABEL_MAX_WORK = {"fro": 2e8, "nuc": 2e9}
 # `attsvm.pairsvm.pick_solver`: the exact LDP where W's reduced space has at most LDP_MAX_DIM
 # entries (above, its active set grows past what Newton needs) and its (m, p) rows fit
