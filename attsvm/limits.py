@@ -278,6 +278,18 @@ LDP_MAX_DIM = 512
 LDP_MAX_ENTRIES = 10_000_000
 
 
+def fro_method(m: float, d: int, d2: int, q: int) -> str:
+    """The Frobenius method `attsvm.pairsvm.pick_solver` takes for m constraints, W (d, d2) and
+    q queries, with p = min(d, m)·min(d2, q) the dimension of W's reachable space: the exact
+    "ldp" where p ≤ LDP_MAX_DIM and its (m, p) rows fit (small d, where Newton stalls on a
+    rank-deficient Gram); "wsnewton" where m > 2p (the dual Gram is then rank deficient:
+    sequence problems); else "newton"."""
+    p = min(d, m) * min(d2, q)
+    if p <= LDP_MAX_DIM and m * p <= LDP_MAX_ENTRIES:
+        return "ldp"
+    return "wsnewton" if m > 2 * p else "newton"
+
+
 def svm_route(*, n: int, T: int, d: int, norm: str = "fro", queries: str = "single") -> str:
     """The solver `solve_att_svm(..., solver="auto")` takes: "CLARABEL" or "pairs"."""
     if norm in CLARABEL_MAX_WORK and (
@@ -309,9 +321,10 @@ def pairs_work(*, m: float, d: int, d2: int, q: int, norm: str = "fro") -> float
         if nuc_fallback(m=m, d=d, d2=d2, q=q):
             cost += clarabel_pairs_work(m=m, d=d, d2=d2, q=q, norm="nuc")
         return cost
-    if p <= LDP_MAX_DIM and m * p <= LDP_MAX_ENTRIES:
+    method = fro_method(m, d, d2, q)
+    if method == "ldp":
         return 5e6 + 3 * m * p * p
-    if m > 2 * p:
+    if method == "wsnewton":
         return 5e6 + 2000 * x * max(1.0, m / (4 * p))
     return 5e6 + 400 * x
 

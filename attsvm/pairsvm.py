@@ -39,7 +39,7 @@ import scipy.sparse as sp
 from scipy.optimize import nnls
 
 from . import blas
-from .limits import KKT_MAX, LDP_MAX_DIM, LDP_MAX_ENTRIES, nuc_fallback
+from .limits import KKT_MAX, LDP_MAX_ENTRIES, fro_method, nuc_fallback
 
 NORMS = ("fro", "nuc")
 SOLVERS = ("auto", "CLARABEL", "ldp", "ws", "wsnewton", "newton", "alm")
@@ -945,18 +945,10 @@ CLARABEL_MAX_M = 1500  # "auto" falls back to Clarabel on undecided problems up 
 
 
 def pick_solver(m: int, d: int, d2: int, q: int, norm: str) -> str:
-    """The method "auto" uses for m constraints, W (d, d2) and q queries: the exact LDP where
-    W's reachable space p = min(d, m)·min(d2, q) is small (p ≤ LDP_MAX_DIM: small d, where
-    Newton stalls on a rank-deficient Gram) and its (m, p) rows fit; for Frobenius, "wsnewton"
-    where m > 2·p with p = min(d, m)·min(d2, q) the dimension of W's reachable space (the dual
-    Gram is then rank deficient: sequence problems), else "newton"; "alm" (nuclear, started
-    from the Frobenius solution)."""
-    if norm == "nuc":
-        return "alm"
-    p = min(d, m) * min(d2, q)
-    if p <= LDP_MAX_DIM and m * p <= LDP_MAX_ENTRIES:
-        return "ldp"
-    return "wsnewton" if m > 2 * p else "newton"
+    """The method "auto" uses for m constraints, W (d, d2) and q queries: for Frobenius
+    `limits.fro_method`'s ("ldp" for small d, "wsnewton" for m ≫ d·d2, else "newton"), which
+    its price follows; "alm" for nuclear (started from the Frobenius solution)."""
+    return "alm" if norm == "nuc" else fro_method(m, d, d2, q)
 
 
 def _working_set(

@@ -89,7 +89,7 @@ def check_svm(solves: int, prob: attsvm.Problem | None = None, norm: str = "fro"
 def svm_status(sol) -> str:
     """An SVM's status in backticks, with its certified relative duality gap where it has one
     (a nuclear solution above 1e-6 reads `optimal_inaccurate`: the gap says how far)."""
-    gap = "" if getattr(sol, "gap", None) is None else f" (certified gap {sol.gap:.1e})"
+    gap = "" if sol.gap is None else f" (certified gap {sol.gap:.1e})"
     return f"`{sol.status}`{gap}"
 
 
