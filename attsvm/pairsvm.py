@@ -39,7 +39,7 @@ import scipy.sparse as sp
 from scipy.optimize import nnls
 
 from . import blas
-from .limits import KKT_MAX, LDP_MAX_ENTRIES, fro_method, nuc_fallback
+from .limits import LDP_MAX_ENTRIES, fro_method, nuc_fallback
 
 NORMS = ("fro", "nuc")
 SOLVERS = ("auto", "CLARABEL", "ldp", "ws", "wsnewton", "newton", "alm")
@@ -700,6 +700,7 @@ def _nuc_alm(
     max_outer: int = 40,
     max_inner: int = 4000,
     patience: int = 1,
+    refine=None,
 ):
     """min ‖W‖_* s.t. ⟨A_j, W⟩ ≥ 1 as W = U Vᵀ, min ½(‖U‖²_F + ‖V‖²_F) (Burer & Monteiro,
     Math. Program. 2003; ‖W‖_* = min over factorisations, Srebro et al. 2005) by the
@@ -708,7 +709,9 @@ def _nuc_alm(
 
     With s_j = max(0, y_j − ρ(⟨A_j, W⟩ − 1)) the gradients are U − B(s) V and V − B(s)ᵀ U:
     one margin product and one `Pairs.combine` per evaluation. After each outer step the
-    pair (W, y) is certified and, near the end, y is polished (`_nuc_polish`).
+    pair (W, y) is certified and, near the end, y is polished (`_nuc_polish`); from a gap of
+    KKT_START on, `refine(W, y)` (Newton on the optimality conditions) is tried, again each
+    time the gap has fallen tenfold, and the ALM stops once it certifies within gap_tol.
 
     It is long because the outer loop's multiplier update, its certification and its
     stopping rule share the penalty ρ, the best pair so far and the staleness count.
@@ -735,6 +738,7 @@ def _nuc_alm(
     x = np.concatenate([U.ravel(), V.ravel()])
     viol_prev = np.inf
     stale = 0
+    tried = np.inf
     for _ in range(max_outer):
         x, _ = _lbfgs(
             lambda v: fun(v, y, rho),
@@ -750,10 +754,10 @@ def _nuc_alm(
         if viol < 1e-6:
             cands += _nuc_polish(P, W, c, y)
         before = best[2]
-        for Wc, lam in cands:
-            gap = certify(P, Wc, lam, "nuc")[2]
-            if gap < best[2]:
-                best = (Wc, lam, gap)
+        best = _best_certified(P, best, cands)
+        if refine is not None and viol < 1e-3 and best[2] <= min(KKT_START, 0.1 * tried):
+            tried = best[2]
+            best = _best_certified(P, best, [refine(W, y)])
         stale = stale + 1 if best[2] > 0.5 * before else 0
         if (
             best[2] <= gap_tol
@@ -767,6 +771,19 @@ def _nuc_alm(
     W, lam, gap = best
     s1 = float(np.linalg.norm(P.combine(lam), 2))
     return W, lam / max(1.0, s1), gap
+
+
+def _best_certified(P: Pairs, best, cands):
+    """The (W, λ, gap) of the smallest nuclear gap among `best` and the (W, λ) `cands`
+    (None in `cands` is skipped)."""
+    for cand in cands:
+        if cand is None:
+            continue
+        W, lam = cand
+        gap = certify(P, W, lam, "nuc")[2]
+        if gap < best[2]:
+            best = (W, lam, gap)
+    return best
 
 
 def _lbfgs(fun, x, *, max_iter: int, gtol: float, memory: int = 20):
@@ -882,62 +899,214 @@ def _nuc_polish(
 
 
 KKT_GAP = 1e-8  # `_solve_nuc` refines the ALM's answer by `_nuc_kkt` above this gap
+KKT_START = 1e-3  # `_nuc_alm` hands over to `_nuc_kkt` from this gap
+KKT_ITERS = 20_000  # MINRES iterations of one `_nuc_kkt`, all its Newton steps together
+KKT_PREC_MAX = 4000  # MINRES is preconditioned up to this many active constraints (128 MB)
 
 
-def _nuc_kkt(P: Pairs, W, lam, *, sv_rtol: float = 1e-5, act_tol: float = 1e-6, steps: int = 8):
+class _KKTSystem:
+    """The nuclear SVM's optimality conditions at W = U Vᵀ (U: d × r, V: d2 × r) with the
+    constraints S active and their multipliers λ_S (`_nuc_kkt`), and their Jacobian as a
+    symmetric operator, formed from (|S|, ·) products only (no d·r × d·r matrix)."""
+
+    def __init__(self, P: Pairs, S: np.ndarray, U, V, lS):
+        self.P, self.S, self.U, self.V, self.lS = P, S, U, V, lS
+        self.Dj, self.zj = P.D[S], P.Z[P.query[S]]
+        lam = np.zeros(P.m)
+        lam[S] = lS
+        self.B = P.combine(lam)
+        self.DU, self.zV = self.Dj @ U, self.zj @ V
+        self.nU, self.nV = U.size, V.size
+
+    def residual(self) -> np.ndarray:
+        """(U − B V, V − Bᵀ U, −(⟨A_j, U Vᵀ⟩ − 1)_S), the last block negated as in `op`."""
+        U, V, B = self.U, self.V, self.B
+        c = np.einsum("jk,jk->j", self.DU, self.zV)
+        return np.concatenate([(U - B @ V).ravel(), (V - B.T @ U).ravel(), 1.0 - c])
+
+    def op(self, x: np.ndarray) -> np.ndarray:
+        """The Jacobian of `residual` times x = (δU, δV, δλ_S): symmetric, since ∂(U − BV)/∂λ_j
+        = −A_j V and ∂(V − BᵀU)/∂λ_j = −A_jᵀ U are minus the margins' derivatives."""
+        nU, nV, B = self.nU, self.nV, self.B
+        dU = x[:nU].reshape(self.U.shape)
+        dV = x[nU : nU + nV].reshape(self.V.shape)
+        dl = x[nU + nV :, None]
+        return np.concatenate(
+            [
+                (dU - B @ dV - self.Dj.T @ (dl * self.zV)).ravel(),
+                (dV - B.T @ dU - self.zj.T @ (dl * self.DU)).ravel(),
+                -np.einsum("jk,jk->j", self.Dj @ dU, self.zV)
+                - np.einsum("jk,jk->j", self.DU, self.zj @ dV),
+            ]
+        )
+
+    def preconditioner(self):
+        """x ↦ (x_U, x_V, (C Cᵀ)⁻¹ x_λ), C the margins' Jacobian (|S| rows): the block-diagonal
+        preconditioner of saddle-point systems with the identity for I − [[0, B], [Bᵀ, 0]]
+        (Murphy, Golub & Wathen, SIAM J. Sci. Comput. 2000), for MINRES; None past
+        KKT_PREC_MAX active constraints (its Cholesky factor is |S|² floats)."""
+        k, n = len(self.S), self.nU + self.nV
+        if k == 0 or k > KKT_PREC_MAX:
+            return None
+        Dj, zj, DU, zV = self.Dj, self.zj, self.DU, self.zV
+        CCt = (Dj @ Dj.T) * (zV @ zV.T) + (zj @ zj.T) * (DU @ DU.T)
+        CCt[np.diag_indices(k)] += 1e-12 * float(np.trace(CCt)) / k + 1e-300
+        factor = scipy.linalg.cho_factor(CCt, check_finite=False)
+
+        def prec(v):
+            out = v.copy()
+            out[n:] = scipy.linalg.cho_solve(factor, v[n:], check_finite=False)
+            return out
+
+        return prec
+
+    def step(self, x: np.ndarray) -> _KKTSystem:
+        nU, nV = self.nU, self.nV
+        return _KKTSystem(
+            self.P,
+            self.S,
+            self.U + x[:nU].reshape(self.U.shape),
+            self.V + x[nU : nU + nV].reshape(self.V.shape),
+            self.lS + x[nU + nV :],
+        )
+
+
+def _minres(op, b: np.ndarray, rtol: float, maxiter: int, prec=None):
+    """Preconditioned MINRES (Paige & Saunders, SIAM J. Numer. Anal. 1975; in the form of
+    Elman, Silvester & Wathen, Finite Elements and Fast Iterative Solvers, 2014, Alg. 4.1) for
+    op(x) = b with op symmetric (indefinite or singular) and `prec` a symmetric positive
+    definite approximate inverse (None: the identity), from x = 0, stopped when the residual
+    the recurrence tracks (in the prec-norm) is at most rtol times its start. Returns
+    (x, iterations). scipy's `minres` stops on estimates of ‖op‖·‖x‖ instead, at true
+    relative residuals of 0.1–0.6 when asked for 1e-3 on the systems of `_kkt_newton`."""
+    prec = prec if prec is not None else (lambda v: v)
+    x = np.zeros_like(b)
+    v_prev, v = np.zeros_like(b), b.copy()
+    z = prec(v)
+    g_prev, g = 1.0, float(np.sqrt(max(float(v @ z), 0.0)))
+    if g == 0.0:
+        return x, 0
+    w_prev2, w_prev = np.zeros_like(b), np.zeros_like(b)
+    eta, start = g, g  # the rotated right-hand side: |eta| is the residual's norm
+    c2, s2, c1, s1 = 1.0, 0.0, 1.0, 0.0  # the Givens rotations two and one steps back
+    for it in range(maxiter):
+        z = z / g
+        Az = op(z)
+        delta = float(Az @ z)
+        v_next = Az - (delta / g) * v - (g / g_prev) * v_prev
+        z_next = prec(v_next)
+        g_next = float(np.sqrt(max(float(v_next @ z_next), 0.0)))
+        a0 = c1 * delta - c2 * s1 * g
+        a1 = float(np.hypot(a0, g_next))
+        a2 = s1 * delta + c2 * c1 * g
+        a3 = s2 * g
+        if a1 == 0.0:
+            return x, it + 1
+        c, s = a0 / a1, g_next / a1
+        w = (z - a3 * w_prev2 - a2 * w_prev) / a1
+        x += c * eta * w
+        eta = -s * eta
+        if abs(eta) <= rtol * start or g_next <= 1e-300:
+            return x, it + 1
+        v_prev, v, z = v, v_next, z_next
+        g_prev, g = g, g_next
+        w_prev2, w_prev = w_prev, w
+        c2, s2, c1, s1 = c1, s1, c, s
+    return x, maxiter
+
+
+def _kkt_newton(sysm: _KKTSystem, budget: list[int], steps: int = 12) -> _KKTSystem:
+    """Inexact Newton on `_KKTSystem`: each step solves the Newton system by preconditioned
+    MINRES (`_minres`, restarted while its true residual misses the target, since MINRES
+    measures the residual in the preconditioner's norm) to a relative residual of
+    min(1e-3, ‖F‖/‖F₀‖) (superlinear convergence), until ‖F‖ is 1e-9 of ‖F₀‖ or stops
+    halving. The solves are loose by design: far from the solution a tight solve stalls MINRES
+    and gives a worse step (docs/svm-solvers.md). `budget` holds the MINRES iterations left
+    and is decremented. The Jacobian is singular along U → UO, V → VO (O orthogonal), which
+    leaves W unchanged; the residual is orthogonal to those directions, and so are MINRES's
+    iterates."""
+    F = sysm.residual()
+    res0 = res = float(np.linalg.norm(F))
+    cap = 2000  # MINRES iterations of the next step: each is capped, since a stalled one is wasted
+    for _ in range(steps):
+        if (
+            res <= max(1e-12 * max(1.0, float(np.linalg.norm(sysm.U))), 1e-9 * res0)
+            or budget[0] <= 0
+        ):
+            break
+        target = max(1e-12, min(1e-3, res / res0)) * res
+        prec, limit = sysm.preconditioner(), min(cap, budget[0])
+        x, used, r = np.zeros_like(F), 0, -F
+        for _ in range(3):
+            dx, n = _minres(sysm.op, r, target / float(np.linalg.norm(r)), limit - used, prec)
+            x, used = x + dx, used + n
+            r = -F - sysm.op(x)
+            if float(np.linalg.norm(r)) <= target or used >= limit:
+                break
+        budget[0] -= used
+        cap = 3 * used + 100
+        new = sysm.step(x)
+        Fn = new.residual()
+        rn = float(np.linalg.norm(Fn))
+        if rn > 0.5 * res:
+            break
+        sysm, F, res = new, Fn, rn
+    return sysm
+
+
+def _kkt_correct(sysm: _KKTSystem, scale: float) -> _KKTSystem | None:
+    """The next system after Newton solved `sysm`, or None when its solution is optimal:
+    a primal-dual active-set round (constraints with λ_j < 0 leave, violated ones join with
+    λ_j = 0), and a rank that was too small grows: each singular value σ > 1 of B(λ) (dual
+    infeasible) whose left singular vector lies outside span(U) (W lacks that direction)
+    adds its singular pair, scaled by √((σ − 1)·scale), to U and V."""
+    P, lS, U, V = sysm.P, sysm.lS, sysm.U, sysm.V
+    keep = lS >= -1e-12 * (max(float(lS.max()), 1e-300) if lS.size else 1.0)
+    join = np.setdiff1d(np.flatnonzero(P.margins(U @ V.T) < 1.0 - 1e-9), sysm.S)
+    Ub, sb, Vbt = np.linalg.svd(sysm.B, full_matrices=False)
+    grow = np.flatnonzero(sb > 1.0 + 1e-7)
+    Q = np.linalg.qr(U)[0]
+    grow = grow[np.linalg.norm(Ub[:, grow] - Q @ (Q.T @ Ub[:, grow]), axis=0) > 0.5]
+    if keep.all() and join.size == 0 and grow.size == 0:
+        return None
+    t = np.sqrt((sb[grow] - 1.0) * scale)
+    U, V = np.hstack([U, Ub[:, grow] * t]), np.hstack([V, Vbt[grow].T * t])
+    S = np.concatenate([sysm.S[keep], join])
+    return _KKTSystem(P, S, U, V, np.concatenate([lS[keep], np.zeros(join.size)]))
+
+
+def _nuc_kkt(P: Pairs, W, lam, *, act_tol: float = 1e-6, rounds: int = 4):
     """Newton on the nuclear SVM's optimality conditions, from the ALM's (W, λ): with
-    W = U Vᵀ balanced (U: d × r, V: d2 × r, r the numerical rank) and S the active constraints,
+    W = U Vᵀ balanced (r its rank by complementary slackness) and S the active constraints,
 
         U = B(λ) V,   V = B(λ)ᵀ U,   ⟨A_j, U Vᵀ⟩ = 1 (j ∈ S),
 
     the stationarity of min ½(‖U‖² + ‖V‖²) under the active margins (Burer & Monteiro 2003),
-    as many equations as unknowns (U, V, λ_S). Its Jacobian is singular along U → UO, V → VO
-    (O orthogonal), so each step is Levenberg–Marquardt's with a ridge of 1e-12·‖J‖². The ALM's
-    value is exact to ~1e-9 but its subspaces only to ~1e-5 (second order), which caps the
-    dual from them near 1e-6; Newton converges quadratically from there. Returns (W, λ) for
-    `certify` to judge, or None (too large, or λ_S < 0: the active set was wrong)."""
+    as many equations as unknowns (U, V, λ_S); `_kkt_newton` solves them matrix-free. The
+    ALM's value is exact to ~1e-9 but its subspaces only to ~1e-5 (second order), which caps
+    the dual from them near 1e-6; Newton converges quadratically from there. The active set
+    and the rank are then corrected (`_kkt_correct`) and Newton rerun, up to `rounds` times.
+    Returns (W, λ) for `certify` to judge."""
     Uw, s, Vt = np.linalg.svd(W, full_matrices=False)
-    r = int(np.sum(s > sv_rtol * s[0]))
+    # complementary slackness: W's i-th singular value is zero unless B(λ)'s is one, so the
+    # rank is where W's relative singular values fall below B(λ)'s distances from 1
+    sb = np.linalg.svd(P.combine(lam), compute_uv=False)
+    k = min(len(s), len(sb))
+    support = s[:k] > (1.0 - sb[:k]) * s[0]
+    r = max(1, k if support.all() else int(np.argmin(support)))
     S = np.flatnonzero((P.margins(W) <= 1.0 + act_tol) | (lam > 1e-9 * float(lam.max())))
-    nU, nV, k = P.d * r, P.d2 * r, S.size
-    if r == 0 or nU + nV + k > KKT_MAX:
-        return None
-    U, V, lS = Uw[:, :r] * np.sqrt(s[:r]), Vt[:r].T * np.sqrt(s[:r]), lam[S].copy()
-    Dj, zj = P.D[S], P.Z[P.query[S]]
-    lam = np.zeros(P.m)
-    prev = np.inf
-    for _ in range(steps):
-        lam[S] = lS
-        B = P.combine(lam)
-        F = np.concatenate(
-            [
-                (U - B @ V).ravel(),
-                (V - B.T @ U).ravel(),
-                np.einsum("jk,jk->j", Dj @ U, zj @ V) - 1.0,
-            ]
-        )
-        res = float(np.linalg.norm(F))
-        if res < 1e-14 or res > 0.5 * prev:
+    U, V = Uw[:, :r] * np.sqrt(s[:r]), Vt[:r].T * np.sqrt(s[:r])
+    sysm = _KKTSystem(P, S, U, V, lam[S].copy())
+    budget = [KKT_ITERS]
+    for _ in range(rounds):
+        sysm = _kkt_newton(sysm, budget)
+        nxt = _kkt_correct(sysm, scale=float(s[0]))
+        if nxt is None or budget[0] <= 0:
             break
-        prev = res
-        cU = np.einsum("ja,jk->jak", Dj, zj @ V).reshape(k, nU)  # ∂⟨A_j, UVᵀ⟩/∂U = A_j V
-        cV = np.einsum("jb,jk->jbk", zj, Dj @ U).reshape(k, nV)  # ∂/∂V = A_jᵀ U
-        J = np.block(
-            [
-                [np.eye(nU), -np.kron(B, np.eye(r)), -cU.T],
-                [-np.kron(B.T, np.eye(r)), np.eye(nV), -cV.T],
-                [cU, cV, np.zeros((k, k))],
-            ]
-        )
-        JtJ = J.T @ J
-        JtJ[np.diag_indices_from(JtJ)] += 1e-12 * float(np.trace(JtJ)) / len(JtJ)
-        step = scipy.linalg.solve(JtJ, -(J.T @ F), assume_a="pos")
-        U, V = U + step[:nU].reshape(P.d, r), V + step[nU : nU + nV].reshape(P.d2, r)
-        lS = lS + step[nU + nV :]
-    if lS.min() < -1e-12 * float(lS.max()):
-        return None
-    lam[S] = np.maximum(lS, 0.0)
-    return U @ V.T, lam
+        sysm = nxt
+    lam = np.zeros(P.m)
+    lam[sysm.S] = np.maximum(sysm.lS, 0.0)
+    return sysm.U @ sysm.V.T, lam
 
 
 # -- public ---------------------------------------------------------------------------------
@@ -1146,7 +1315,7 @@ def _solve_nuc(P: Pairs, solver: str, fro: PairSolution | None = None) -> PairSo
     if not fro.feasible:
         return PairSolution(**{**fro.__dict__, "norm": "nuc"})
     with blas.one_thread():  # the ALM's products are small: a second BLAS thread costs time
-        W, lam, gap = _nuc_alm(P, fro.W, fro.duals)
+        W, lam, gap = _nuc_alm(P, fro.W, fro.duals, refine=lambda W, y: _nuc_kkt(P, W, y))
         kkt = _nuc_kkt(P, W, lam) if gap > KKT_GAP else None
     if kkt is not None and certify(P, *kkt, "nuc")[2] < gap:
         W, lam = kkt

@@ -281,18 +281,93 @@ def test_newton_on_the_nuclear_kkt_conditions_certifies_what_the_alm_leaves_near
     monkeypatch, queries, n, T, d
 ):
     """The ALM stalls near a gap of 2e-6 on these (its subspaces are exact only to ~1e-5);
-    Newton on the optimality conditions from there certifies to rounding, with the cvxpy
-    primal's value."""
+    Newton on the optimality conditions from there certifies to 1e-10 or better, with the
+    cvxpy primal's value."""
     prob = attsvm.random_problem(n, T, d, seed=0, queries=queries)
     D, Z, query, _ = problem_pairs(prob, attsvm.problems.optimal_tokens(prob))
     sol = pairsvm.solve_pairs(D, Z, query, "nuc", solver="alm")
     assert sol.status == "optimal" and sol.solver == "alm"
-    check_certificate(sol, D, Z, query, gap_tol=1e-12, res_tol=1e-12)
+    check_certificate(sol, D, Z, query, gap_tol=1e-10, res_tol=1e-12)
     val, _ = primal_reference(D, Z, query, "nuc")
     assert sol.objective / sol.min_margin == pytest.approx(val, rel=1e-7)
     monkeypatch.setattr(pairsvm, "_nuc_kkt", lambda *a, **k: None)
     alone = pairsvm.solve_pairs(D, Z, query, "nuc", solver="alm")
     assert alone.gap > 1e-7  # the ALM alone: what Newton improved
+
+
+@pytest.mark.parametrize("singular", [False, True])
+def test_minres_solves_symmetric_indefinite_systems_like_a_dense_solve(singular):
+    """`_minres`, plain and preconditioned (SPD), against numpy's least-squares solution on a
+    random symmetric indefinite system (singular and consistent: the minimum-norm one)."""
+    rng = np.random.default_rng(3)
+    n = 120
+    Q, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    ev = rng.uniform(0.5, 3.0, n) * rng.choice([-1.0, 1.0], n)
+    if singular:
+        ev[:7] = 0.0
+    A = Q @ np.diag(ev) @ Q.T
+    b = A @ rng.standard_normal(n)
+    ref = np.linalg.lstsq(A, b, rcond=1e-10)[0]
+    d = rng.uniform(0.5, 2.0, n)
+    for prec in (None, lambda v: v / d):
+        x, it = pairsvm._minres(lambda v: A @ v, b, 1e-12, 10 * n, prec)
+        assert 0 < it < 10 * n
+        assert np.linalg.norm(A @ x - b) <= 1e-10 * np.linalg.norm(b)
+        if prec is None:  # from x = 0 the Krylov iterates stay in range(A): minimum norm
+            assert np.linalg.norm(x - ref) <= 1e-8 * np.linalg.norm(ref)
+
+
+def test_the_nuclear_kkt_jacobian_matches_finite_differences_and_is_symmetric():
+    """`_KKTSystem.op` is the derivative of `_KKTSystem.residual` (central differences) and
+    symmetric; its preconditioner is the inverse of C Cᵀ on the multipliers' block."""
+    rng = np.random.default_rng(5)
+    D, Z, query = planted(40, 6, 5, 4, seed=5)
+    P = pairsvm.Pairs(D, Z, query)
+    S = np.arange(0, 40, 3)
+    U, V = rng.standard_normal((6, 2)), rng.standard_normal((5, 2))
+    sysm = pairsvm._KKTSystem(P, S, U, V, rng.uniform(0.1, 1.0, S.size))
+    n = sysm.nU + sysm.nV + S.size
+    x, y = rng.standard_normal(n), rng.standard_normal(n)
+    h = 1e-6
+    fd = (sysm.step(h * x).residual() - sysm.step(-h * x).residual()) / (2 * h)
+    assert np.linalg.norm(sysm.op(x) - fd) <= 1e-8 * np.linalg.norm(fd)
+    assert x @ sysm.op(y) == pytest.approx(y @ sysm.op(x), rel=1e-12)
+    J = np.stack([sysm.op(e) for e in np.eye(n)], axis=1)
+    C = -J[sysm.nU + sysm.nV :, : sysm.nU + sysm.nV]
+    lam_part = np.zeros(n)
+    lam_part[sysm.nU + sysm.nV :] = rng.standard_normal(S.size)
+    got = sysm.preconditioner()(lam_part)[sysm.nU + sysm.nV :]
+    want = np.linalg.solve(C @ C.T, lam_part[sysm.nU + sysm.nV :])
+    assert np.linalg.norm(got - want) <= 1e-8 * np.linalg.norm(want)
+
+
+def test_the_nuclear_kkt_correction_grows_a_rank_that_was_too_small():
+    """`_kkt_correct` at the optimal W with its smallest singular direction removed and the
+    duals scaled by 1.02 (so B(λ) has five singular values 1.02, four of them along U):
+    it adds the one direction W lacks, of norm √(0.02·scale), and nothing else."""
+    prob = attsvm.random_problem(12, 12, 16, seed=0)
+    D, Z, query, _ = problem_pairs(prob, attsvm.problems.optimal_tokens(prob))
+    P = pairsvm.Pairs(D, Z, query)
+    sol = pairsvm.solve_pairs(D, Z, query, "nuc", solver="alm")
+    Uw, s, Vt = np.linalg.svd(sol.W)
+    r = int((s > 1e-8 * s[0]).sum())
+    assert r >= 2 and sol.gap <= 1e-10
+    U, V = Uw[:, : r - 1] * np.sqrt(s[: r - 1]), Vt[: r - 1].T * np.sqrt(s[: r - 1])
+    S = np.flatnonzero(sol.duals > 0)
+    sysm = pairsvm._KKTSystem(P, S, U, V, 1.02 * sol.duals[S])
+    nxt = pairsvm._kkt_correct(sysm, scale=1.0)
+    assert nxt is not None and nxt.U.shape[1] == r and set(nxt.S) >= set(S)
+    new_u, new_v = nxt.U[:, -1], nxt.V[:, -1]
+    assert np.linalg.norm(new_u) == pytest.approx(np.sqrt(0.02), rel=1e-6)
+    assert np.linalg.norm(new_v) == pytest.approx(np.sqrt(0.02), rel=1e-6)
+    for old, grown, lacking in ((U, nxt.U, Uw[:, r - 1]), (V, nxt.V, Vt[r - 1])):
+        Q = np.linalg.qr(grown)[0]  # B's top singular value is five-fold: any basis of it
+        assert np.linalg.norm(lacking - Q @ (Q.T @ lacking)) <= 1e-8
+        assert np.allclose(grown[:, : r - 1], old)
+    full = pairsvm._KKTSystem(
+        P, S, Uw[:, :r] * np.sqrt(s[:r]), Vt[:r].T * np.sqrt(s[:r]), sol.duals[S]
+    )
+    assert pairsvm._kkt_correct(full, scale=1.0) is None  # the optimum: nothing to change
 
 
 def test_the_working_set_grows_over_rounds_on_low_rank_inputs():
