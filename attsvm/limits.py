@@ -307,17 +307,18 @@ def pairs_work(*, m: float, d: int, d2: int, q: int, norm: str = "fro") -> float
         Frobenius, the exact LDP (p ≤ 512):   5·10⁶ + 3·m·p²
                    projected Newton:          5·10⁶ + 400·x
                    working-set Newton (m > 2p):  5·10⁶ + 2000·x·max(1, m/(4p))
-        nuclear, the ALM from the Frobenius solution, its Newton refinement on
-                   N ≤ min(KKT_MAX, (d + d2)·min(d, d2, q) + m) unknowns, plus Clarabel's
-                   price where it falls back (`nuc_fallback`):
-                   5·10⁷ + 15000·x + 10⁻⁶·x^2.6 + 0.15·N³
+        nuclear, the ALM from the Frobenius solution and its Newton refinement (whose
+                   preconditioner factors the active constraints' k × k Gram, k ≈ m/5,
+                   up to KKT_PREC_MAX), plus the Frobenius price, plus Clarabel's price
+                   where it falls back (`nuc_fallback`):
+                   2·10⁸ + 5000·x + 0.025·min(m, 4·KKT_PREC_MAX)³
 
     Fitted to seed-0 random problems here (docs/svm-solvers.md, "Prices"), erring high."""
     p = min(d, m) * min(d2, q)
     x = m * d + q * d * d2
     if norm == "nuc":
-        kkt = min(KKT_MAX, (d + d2) * min(d, d2, q) + m)  # its unknowns, at most
-        cost = 5e7 + 15000 * x + 1e-6 * x**2.6 + 0.15 * kkt**3 + pairs_work(m=m, d=d, d2=d2, q=q)
+        kkt = 0.025 * min(m, 4 * KKT_PREC_MAX) ** 3  # its preconditioner's factorisations
+        cost = 2e8 + 5000 * x + kkt + pairs_work(m=m, d=d, d2=d2, q=q)
         if nuc_fallback(m=m, d=d, d2=d2, q=q):
             cost += clarabel_pairs_work(m=m, d=d, d2=d2, q=q, norm="nuc")
         return cost
@@ -330,9 +331,9 @@ def pairs_work(*, m: float, d: int, d2: int, q: int, norm: str = "fro") -> float
 
 
 NUC_FALLBACK_WORK = CLARABEL_MAX_WORK["nuc"]
-# `attsvm.pairsvm._nuc_kkt` forms its dense (N, N) Jacobian and normal equations, N = its
-# unknowns (d + d2)·rank + active constraints: at most this many (32 MB each; ≤ 1.2 s here)
-KKT_MAX = 2000
+# `attsvm.pairsvm._kkt_newton` preconditions MINRES by the Cholesky factor of the k × k Gram
+# of the active constraints' derivatives up to this k (128 MB), and runs unpreconditioned above
+KKT_PREC_MAX = 4000
 
 
 def nuc_fallback(*, m: float, d: int, d2: int, q: int) -> bool:

@@ -39,7 +39,7 @@ import scipy.sparse as sp
 from scipy.optimize import nnls
 
 from . import blas
-from .limits import LDP_MAX_ENTRIES, fro_method, nuc_fallback
+from .limits import KKT_PREC_MAX, LDP_MAX_ENTRIES, fro_method, nuc_fallback
 
 NORMS = ("fro", "nuc")
 SOLVERS = ("auto", "CLARABEL", "ldp", "ws", "wsnewton", "newton", "alm")
@@ -901,7 +901,6 @@ def _nuc_polish(
 KKT_GAP = 1e-8  # `_solve_nuc` refines the ALM's answer by `_nuc_kkt` above this gap
 KKT_START = 1e-3  # `_nuc_alm` hands over to `_nuc_kkt` from this gap
 KKT_ITERS = 20_000  # MINRES iterations of one `_nuc_kkt`, all its Newton steps together
-KKT_PREC_MAX = 4000  # MINRES is preconditioned up to this many active constraints (128 MB)
 
 
 class _KKTSystem:

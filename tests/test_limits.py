@@ -114,11 +114,11 @@ def test_over_budget_gd_names_the_largest_steps_runs_and_n_that_fit():
 
 
 def test_over_budget_svm_names_the_largest_d_that_fits():
-    kw = dict(n=32, T=32, d=64, norm="nuc", limits=HOSTED)
+    kw = dict(n=32, T=32, d=128, norm="nuc", limits=HOSTED)
     with pytest.raises(BudgetError, match=r"Att-SVM\* .* largest that fits is d=(\d+)") as info:
         limits.check_svm(**kw)
     d = int(str(info.value).split("d=")[-1].split()[0])
-    assert 1 <= d < 64
+    assert 1 <= d < 128
     limits.check_svm(**{**kw, "d": d})
     with pytest.raises(BudgetError):
         limits.check_svm(**{**kw, "d": d + 1})
