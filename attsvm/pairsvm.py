@@ -38,7 +38,7 @@ import scipy.linalg
 import scipy.sparse as sp
 from scipy.optimize import nnls
 
-from . import blas
+from . import blas, pairjax
 from .limits import KKT_PREC_MAX, LDP_MAX_ENTRIES, fro_method, nuc_fallback
 
 NORMS = ("fro", "nuc")
@@ -136,17 +136,24 @@ class Tokens:
 class Pairs:
     """The constraints A_j = D_j z_{k(j)}ᵀ with their structured products.
 
-    D (m, d), Z (q, d2), query (m,) int in [0, q)."""
+    D (m, d), Z (q, d2), query (m,) int in [0, q); products: "numpy", "jax" (margins,
+    combinations and Gram products on JAX's device, `attsvm.pairjax`) or "auto"
+    (`pairjax.pick`: JAX only on an accelerator, for large problems)."""
 
     CHUNK = 8192  # rows per block of the margin products (bounded temporaries)
 
-    def __init__(self, D, Z, query, tokens: Tokens | None = None):
+    def __init__(self, D, Z, query, tokens: Tokens | None = None, products: str = "numpy"):
         self.D = np.ascontiguousarray(D, dtype=np.float64)
         self.Z = np.ascontiguousarray(Z, dtype=np.float64)
         self.query = np.asarray(query, dtype=np.int64)
         self.m, self.d = self.D.shape
         self.q, self.d2 = self.Z.shape
         self.tokens = tokens
+        self.requested = products  # "auto" decides again for each subset, by its size
+        self.products = pairjax.pick(products, m=self.m, d=self.d, d2=self.d2, q=self.q)
+        self._device = None
+        if self.products == "jax":
+            self._device = pairjax.DeviceProducts(self.D, self.Z, self.query, tokens)
         # the pattern of S (q, m), S[k(j), j] = λ_j, in CSR form: C = S D
         self._order = np.argsort(self.query, kind="stable")
         self._indptr = np.concatenate([[0], np.cumsum(np.bincount(self.query, minlength=self.q))])
@@ -155,10 +162,12 @@ class Pairs:
     def subset(self, S) -> Pairs:
         """The constraints S alone (the same queries Z)."""
         tokens = None if self.tokens is None else self.tokens.subset(S)
-        return Pairs(self.D[S], self.Z, self.query[S], tokens)
+        return Pairs(self.D[S], self.Z, self.query[S], tokens, self.requested)
 
     def combine(self, lam) -> np.ndarray:
         """B(λ) = Σ_j λ_j A_j = Cᵀ Z, C_k = Σ_{j: k(j)=k} λ_j D_j: (d, d2)."""
+        if self._device is not None:
+            return self._device.combine(lam)
         if self.tokens is not None:
             return self.tokens.combine(lam, self.Z)
         return self._sums(lam).T @ self.Z
@@ -173,12 +182,16 @@ class Pairs:
 
     def margins(self, W) -> np.ndarray:
         """⟨A_j, W⟩ = D_jᵀ W z_{k(j)}: (m,)."""
+        if self._device is not None:
+            return self._device.margins(W)
         if self.tokens is not None:
             return self.tokens.margins(W, self.Z)
         return self._rowdot(np.asarray(W) @ self.Z.T)  # (d, q)
 
     def gram(self, lam) -> np.ndarray:
         """K λ = (⟨A_j, B(λ)⟩)_j without forming K: (m,)."""
+        if self._device is not None:
+            return self._device.gram(lam)
         if self._ZZ is None:
             return self.margins(self.combine(lam))
         return self._rowdot(self._sums(lam).T @ self._ZZ)
@@ -720,15 +733,13 @@ def _nuc_alm(
     Uw, sw, Vwt = np.linalg.svd(W0, full_matrices=False)
     k = int(min(len(sw), max(1, np.sum(sw > 1e-10 * sw[0]))))
     d, d2 = W0.shape
-    U = Uw[:, :k] * np.sqrt(sw[:k])
-    V = Vwt[:k].T * np.sqrt(sw[:k])
+    U, V = Uw[:, :k] * np.sqrt(sw[:k]), Vwt[:k].T * np.sqrt(sw[:k])
     y = lam0 / max(np.linalg.norm(P.combine(lam0), 2), 1e-300)
     rho = RHO0 / max(float(y.max()), 1e-12)
     best = (W0, y, certify(P, W0, y, "nuc")[2])
 
     def fun(x, y, rho):
-        U = x[: d * k].reshape(d, k)
-        V = x[d * k :].reshape(d2, k)
+        U, V = x[: d * k].reshape(d, k), x[d * k :].reshape(d2, k)
         c = P.margins(U @ V.T)
         s = np.maximum(0.0, y - rho * (c - 1.0))
         B = P.combine(s)
@@ -1334,8 +1345,45 @@ def _solve_nuc(P: Pairs, solver: str, fro: PairSolution | None = None) -> PairSo
 NUC_GAP = 1e-6  # the nuclear solutions' certified relative gap, at most
 
 
+def _trivial(P: Pairs, norm: str) -> PairSolution | None:
+    """The answer without a solver: W = 0 for no constraints; infeasible for a zero one."""
+    if P.m == 0:
+        return PairSolution(
+            W=np.zeros((P.d, P.d2)),
+            duals=np.zeros(0),
+            feasible=True,
+            status="optimal",
+            objective=0.0,
+            min_margin=np.inf,
+            gap=0.0,
+            dual_residual=0.0,
+            solver="none",
+            norm=norm,
+        )
+    zero = (np.linalg.norm(P.D, axis=1) == 0) | (np.linalg.norm(P.Z, axis=1) == 0)[P.query]
+    if not zero.any():
+        return None
+    j = int(np.argmax(zero))
+    mu = np.zeros(P.m)
+    mu[j] = 1.0
+    return _infeasible(
+        f"constraint {j} is zero (a token equal to the selected one along "
+        "its query, or a zero query)",
+        "check",
+        norm,
+        farkas=mu,
+    )
+
+
 def solve_pairs(
-    D, Z, query, norm: str = "fro", *, solver: str = "auto", tokens: Tokens | None = None
+    D,
+    Z,
+    query,
+    norm: str = "fro",
+    *,
+    solver: str = "auto",
+    tokens: Tokens | None = None,
+    products: str = "auto",
 ) -> PairSolution:
     """min ‖W‖ (norm "fro" or "nuc") s.t. D_jᵀ W Z[query[j]] ≥ 1, with its certificate.
 
@@ -1349,6 +1397,8 @@ def solve_pairs(
             generation: low-rank inputs), "newton" (Frobenius) or "alm" (nuclear).
         tokens: optionally, where the D_j come from (`Tokens`; checked against D), for
             cheaper products; the answer is the same.
+        products: where the products run: "auto" (JAX on an accelerator for large
+            problems, else numpy; `pairjax.pick`), "numpy" or "jax" (float64 either way).
     Returns a `PairSolution`; infeasible data is a result (feasible=False, with `reason`).
     """
     if norm not in NORMS:
@@ -1359,33 +1409,10 @@ def solve_pairs(
     if (solver in fro_only and norm != "fro") or (solver == "alm" and norm != "nuc"):
         raise ValueError(f"solver={solver!r} does not solve norm={norm!r}")
     D, Z, query = _check(D, Z, query)
-    P = Pairs(D, Z, query, _check_tokens(tokens, D, Z, query))
-    if P.m == 0:
-        W = np.zeros((P.d, P.d2))
-        return PairSolution(
-            W=W,
-            duals=np.zeros(0),
-            feasible=True,
-            status="optimal",
-            objective=0.0,
-            min_margin=np.inf,
-            gap=0.0,
-            dual_residual=0.0,
-            solver="none",
-            norm=norm,
-        )
-    zero = (np.linalg.norm(D, axis=1) == 0) | (np.linalg.norm(Z, axis=1) == 0)[query]
-    if zero.any():
-        j = int(np.argmax(zero))
-        mu = np.zeros(P.m)
-        mu[j] = 1.0
-        return _infeasible(
-            f"constraint {j} is zero (a token equal to the selected one along "
-            "its query, or a zero query)",
-            "check",
-            norm,
-            farkas=mu,
-        )
+    P = Pairs(D, Z, query, _check_tokens(tokens, D, Z, query), products)
+    trivial = _trivial(P, norm)
+    if trivial is not None:
+        return trivial
     if solver == "CLARABEL":
         return _solve_clarabel(P, norm)
     return _solve_fro(P, solver) if norm == "fro" else _solve_nuc(P, solver)

@@ -5,7 +5,8 @@ For each size (n, T, d), query mode and norm: a random problem (`random_problem`
 of the constraints as `solve_att_svm` passes it), with its certificate (relative duality gap,
 smallest margin); and by Clarabel (`solver="CLARABEL"`,
 the reference) in the same run where its price (`limits.clarabel_work`) is under
-`--clarabel-seconds`. Prints wall times (medians of `--repeats`), the ratio, both gaps and
+`--clarabel-seconds`; `--products jax` runs the solvers' products on JAX's device (a GPU's
+figures). Prints wall times (medians of `--repeats`), the ratio, both gaps and
 the largest relative difference of W (Frobenius) or objective (nuclear). Numbers are of this
 machine at the time of the run: on a shared machine read the ratios, measured in one run.
 """
@@ -16,9 +17,10 @@ import argparse
 import statistics
 import time
 
+import jax
 import numpy as np
 
-from attsvm import limits, pairsvm
+from attsvm import limits, pairjax, pairsvm
 from attsvm.problems import optimal_tokens, random_problem
 from attsvm.svm import problem_pairs, problem_tokens
 
@@ -45,18 +47,21 @@ def _timed(fn, repeats: int):
     return statistics.median(times), out
 
 
-def bench_one(n, T, d, queries, norm, *, repeats=1, clarabel_seconds=120.0):
+def bench_one(n, T, d, queries, norm, *, repeats=1, clarabel_seconds=120.0, products="auto"):
     prob = random_problem(n, T, d, seed=0, queries=queries)
     alpha = optimal_tokens(prob)
     D, Z, query, idx = problem_pairs(prob, alpha)
     tokens = problem_tokens(prob, alpha, idx)  # as `solve_att_svm` passes them
-    t, sol = _timed(lambda: pairsvm.solve_pairs(D, Z, query, norm, tokens=tokens), repeats)
+    t, sol = _timed(
+        lambda: pairsvm.solve_pairs(D, Z, query, norm, tokens=tokens, products=products), repeats
+    )
+    where = pairjax.pick(products, m=len(D), d=d, d2=d, q=len(Z))
     row = dict(
         size=f"({n}, {T}, {d})",
         queries=queries,
         norm=norm,
         m=len(D),
-        method=sol.solver,
+        method=sol.solver if where == "numpy" else f"{sol.solver} (jax)",
         seconds=t,
         gap=sol.gap,
         min_margin=sol.min_margin,
@@ -144,6 +149,12 @@ def main(argv=None):
         help="run Clarabel where its price is at most this many seconds",
     )
     ap.add_argument("--only", default="", help="norm ('fro' or 'nuc') to run alone")
+    ap.add_argument(
+        "--products",
+        default="auto",
+        choices=pairjax.PRODUCTS,
+        help="where the solvers' products run (attsvm.pairjax; 'jax' on a GPU)",
+    )
     ap.add_argument("--max-m", type=int, default=10**9, help="skip sizes with more constraints")
     ap.add_argument("--sizes", default="", help="only these sizes, e.g. '32x32x32,64x64x128'")
     ap.add_argument(
@@ -157,6 +168,7 @@ def main(argv=None):
     if args.pretrained:
         _main_pretrained(args)
         return
+    print(f"products: {args.products}; JAX's default backend: {jax.default_backend()}\n")
     print(
         "| size | queries | norm | m | method | time (s) | Clarabel (s) | ratio | gap | "
         "min margin − 1 | Clarabel gap | W / value diff |"
@@ -170,7 +182,14 @@ def main(argv=None):
         if args.sizes and f"{n}x{T}x{d}" not in args.sizes.split(","):
             continue
         r = bench_one(
-            n, T, d, queries, norm, repeats=args.repeats, clarabel_seconds=args.clarabel_seconds
+            n,
+            T,
+            d,
+            queries,
+            norm,
+            repeats=args.repeats,
+            clarabel_seconds=args.clarabel_seconds,
+            products=args.products,
         )
         mm = None if r["min_margin"] is None else r["min_margin"] - 1
         print(
