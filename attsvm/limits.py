@@ -634,6 +634,36 @@ def check_svm(
     )
 
 
+def check_action(
+    *,
+    n: int,
+    T: int,
+    d: int,
+    steps: int,
+    runs: int = 1,
+    queries: str = "single",
+    param: str = "W",
+    m: int | None = None,
+    svms=("fro", "nuc"),
+    what: str = "this action",
+    limits: Limits | None = None,
+) -> float:
+    """Refuse GD (`runs` runs of `steps`) plus one SVM solve per norm in `svms`, priced
+    together, over budget; return its work. Over `max_work` the message names the largest
+    steps, runs, n and d that fit with everything else kept, so a suggestion that fits the SVM alone
+    is not refused again once GD is added."""
+    L = limits or current()
+    check_size(n=n, T=T, d=d, steps=steps, runs=runs, limits=L)
+
+    def price(n, T, d, steps, runs):
+        gd = gd_work(n=n, T=T, d=d, steps=steps, runs=runs, queries=queries, param=param, m=m)
+        return gd + sum(svm_work(n=n, T=T, d=d, norm=nm, queries=queries) for nm in svms)
+
+    settings = dict(n=n, T=T, d=d, steps=steps, runs=runs)
+    hints = dict(steps="steps={:,}", runs="runs={:,}", n="n={}", d="d={}")
+    return _priced(L, price, settings, what, **hints)
+
+
 def check_work(work: float, *, what: str = "this action", limits: Limits | None = None) -> float:
     """Refuse a total (e.g. a sweep's summed gd_work + svm_work) over `max_work`."""
     L = limits or current()

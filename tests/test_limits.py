@@ -305,3 +305,27 @@ def test_the_nuclear_fallback_to_clarabel_is_taken_only_where_clarabel_is_cheap(
     small = limits.pairs_work(m=56, d=16, d2=16, q=8, norm="nuc")
     fallback = limits.clarabel_pairs_work(m=56, d=16, d2=16, q=8, norm="nuc")
     assert small > fallback and base > small
+
+
+def test_gd_and_its_svms_are_refused_together_with_a_suggestion_that_fits_them_together():
+    """A page runs GD and solves both SVMs in one action: the Att-SVM* alone fits up to some d
+    at n = T = 32, but GD beside it does not; the combined refusal names a d that fits the
+    whole action (and d + 1 does not)."""
+    kw = dict(n=32, T=32, steps=200, param="W", limits=HOSTED)
+    d_svm = int(
+        str(
+            pytest.raises(
+                BudgetError, limits.check_svm, n=32, T=32, d=128, norm="nuc", limits=HOSTED
+            ).value
+        )
+        .split("d=")[-1]
+        .split()[0]
+    )
+    with pytest.raises(BudgetError, match=r"GD and SVMs .* largest that fits is .*d=(\d+)") as info:
+        limits.check_action(**kw, d=d_svm, what="GD and SVMs")
+    d = int(str(info.value).split("d=")[-1].split()[0])
+    assert d < d_svm
+    limits.check_action(**kw, d=d)
+    with pytest.raises(BudgetError):
+        limits.check_action(**kw, d=d + 1)
+    assert limits.check_action(**kw, d=d, svms=()) < limits.check_action(**kw, d=d)

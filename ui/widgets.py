@@ -44,11 +44,9 @@ def check_gd(
     with explained():
         hosted.check_session()
         kw = dict(n=prob.n, T=prob.T, d=prob.d, queries=prob.queries)
-        work = limits.check_gd(
-            **kw, steps=steps or tspec.steps, runs=runs, param=tspec.param, m=tspec.m_for(prob)
-        )
-        work += sum(limits.check_svm(**kw, norm=nm) for nm in svms)
-        limits.check_work(work, what=f"GD ({runs:,} run(s)) and its SVM solutions")
+        gd = dict(steps=steps or tspec.steps, runs=runs, param=tspec.param, m=tspec.m_for(prob))
+        what = f"GD ({runs:,} run(s)) and its SVM solutions" if svms else f"GD ({runs:,} run(s))"
+        limits.check_action(**kw, **gd, svms=svms, what=what)
 
 
 def stop_if_one_token(prob: attsvm.Problem, why: str):
