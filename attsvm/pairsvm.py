@@ -1093,10 +1093,10 @@ def _nuc_kkt(P: Pairs, W, lam, *, act_tol: float = 1e-6, rounds: int = 4):
 
     the stationarity of min ½(‖U‖² + ‖V‖²) under the active margins (Burer & Monteiro 2003),
     as many equations as unknowns (U, V, λ_S); `_kkt_newton` solves them matrix-free. The
-    ALM's value is exact to ~1e-9 but its subspaces only to ~1e-5 (second order), which caps
-    the dual from them near 1e-6; Newton converges quadratically from there. The active set
-    and the rank are then corrected (`_kkt_correct`) and Newton rerun, up to `rounds` times.
-    Returns (W, λ) for `certify` to judge."""
+    ALM's value converges long before its subspaces do (second order), so a dual built on
+    them stalls near a gap of 1e-6; Newton from the ALM's handover (a gap of 1e-3, KKT_START)
+    converges superlinearly. The active set and the rank are then corrected (`_kkt_correct`)
+    and Newton rerun, up to `rounds` times. Returns (W, λ) for `certify` to judge."""
     Uw, s, Vt = np.linalg.svd(W, full_matrices=False)
     # complementary slackness: W's i-th singular value is zero unless B(λ)'s is one, so the
     # rank is where W's relative singular values fall below B(λ)'s distances from 1
