@@ -27,6 +27,11 @@ Solvers ("auto" picks by size):
         and span{z_k}, docs/theory.md §2.6).
     "ldp": Frobenius, exact: Lawson & Hanson's least-distance program (1974, ch. 23) on the
         constraints in those bases, (m, r_D·r_Z) rows: for small d (d² ≪ m) and small m.
+    "newton", "wsnewton", "ws": Frobenius at scale, on the dual (projected Newton–CG; on a
+        working set where m ≫ d·d2; the LDP on a working set).
+    "alm": nuclear, a Burer–Monteiro augmented Lagrangian handing over to Newton on the
+        optimality conditions, matrix-free (MINRES).
+The method, its measurements and its prices: docs/svm-solvers.md.
 """
 
 from __future__ import annotations
