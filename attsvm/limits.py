@@ -278,6 +278,12 @@ LDP_MAX_DIM = 512
 LDP_MAX_ENTRIES = 10_000_000
 
 
+NUC_FALLBACK_WORK = CLARABEL_MAX_WORK["nuc"]
+# `attsvm.pairsvm._kkt_newton` preconditions MINRES by the Cholesky factor of the k × k Gram
+# of the active constraints' derivatives up to this k (128 MB), and runs unpreconditioned above
+KKT_PREC_MAX = 4000
+
+
 def fro_method(m: float, d: int, d2: int, q: int) -> str:
     """The Frobenius method `attsvm.pairsvm.pick_solver` takes for m constraints, W (d, d2) and
     q queries, with p = min(d, m)·min(d2, q) the dimension of W's reachable space: the exact
@@ -307,18 +313,18 @@ def pairs_work(*, m: float, d: int, d2: int, q: int, norm: str = "fro") -> float
         Frobenius, the exact LDP (p ≤ 512):   5·10⁶ + 3·m·p²
                    projected Newton:          5·10⁶ + 400·x
                    working-set Newton (m > 2p):  5·10⁶ + 2000·x·max(1, m/(4p))
-        nuclear, the ALM from the Frobenius solution and its Newton refinement (whose
-                   preconditioner factors the active constraints' k × k Gram, k ≈ m/5,
-                   up to KKT_PREC_MAX), plus the Frobenius price, plus Clarabel's price
-                   where it falls back (`nuc_fallback`):
-                   2·10⁸ + 5000·x + 0.025·min(m, 4·KKT_PREC_MAX)³
+        nuclear, the ALM from the Frobenius solution and its Newton refinement, plus the
+                   Frobenius price, plus Clarabel's price where it falls back
+                   (`nuc_fallback`):
+                   2·10⁸ + 5000·x + 0.025·min(m, 16 000)³
+                   (the cube is fitted, not derived: with more constraints the ALM's
+                   L-BFGS takes more steps per x; at n = T = 64 it is most of the time)
 
     Fitted to seed-0 random problems here (docs/svm-solvers.md, "Prices"), erring high."""
     p = min(d, m) * min(d2, q)
     x = m * d + q * d * d2
     if norm == "nuc":
-        kkt = 0.025 * min(m, 4 * KKT_PREC_MAX) ** 3  # its preconditioner's factorisations
-        cost = 2e8 + 5000 * x + kkt + pairs_work(m=m, d=d, d2=d2, q=q)
+        cost = 2e8 + 5000 * x + 0.025 * min(m, 16_000) ** 3 + pairs_work(m=m, d=d, d2=d2, q=q)
         if nuc_fallback(m=m, d=d, d2=d2, q=q):
             cost += clarabel_pairs_work(m=m, d=d, d2=d2, q=q, norm="nuc")
         return cost
@@ -328,12 +334,6 @@ def pairs_work(*, m: float, d: int, d2: int, q: int, norm: str = "fro") -> float
     if method == "wsnewton":
         return 5e6 + 2000 * x * max(1.0, m / (4 * p))
     return 5e6 + 400 * x
-
-
-NUC_FALLBACK_WORK = CLARABEL_MAX_WORK["nuc"]
-# `attsvm.pairsvm._kkt_newton` preconditions MINRES by the Cholesky factor of the k × k Gram
-# of the active constraints' derivatives up to this k (128 MB), and runs unpreconditioned above
-KKT_PREC_MAX = 4000
 
 
 def nuc_fallback(*, m: float, d: int, d2: int, q: int) -> bool:
@@ -567,23 +567,32 @@ def check_gd(
     param: str = "W",
     m: int | None = None,
     record_every: int | None = None,
+    svms=(),
     limits: Limits | None = None,
 ) -> float:
-    """Refuse a GD action over budget; return its work.
+    """Refuse a GD action over budget; return its work. With `svms`, the action also solves
+    one SVM per norm there (what the pages show beside GD), priced with it.
 
     Raises BudgetError naming the cap, or (work over `max_work`) the largest steps, runs and
-    n that fit at the other settings; with `record_every`, also the recorded-history cap.
+    n (and, with `svms`, d) that fit at the other settings, the SVMs included, so that a
+    suggestion is not refused again once they are added; with `record_every`, also the
+    recorded-history cap.
     """
     L = limits or current()
     check_size(n=n, T=T, d=d, steps=steps, runs=runs, limits=L)
+
+    def price(**s):
+        svm = sum(svm_work(n=s["n"], T=s["T"], d=s["d"], norm=nm, queries=queries) for nm in svms)
+        return gd_work(**s) + svm
+
+    what = f"GD with runs={runs:,}, steps={steps:,}, n={n}, T={T}, d={d}"
+    hints = dict(steps="steps={:,}", runs="runs={:,}", n="n={}") | (dict(d="d={}") if svms else {})
     w = _priced(
         L,
-        gd_work,
+        price,
         dict(n=n, T=T, d=d, steps=steps, runs=runs, queries=queries, param=param, m=m),
-        f"GD with runs={runs:,}, steps={steps:,}, n={n}, T={T}, d={d}",
-        steps="steps={:,}",
-        runs="runs={:,}",
-        n="n={}",
+        what + (" and its SVM solutions" if svms else ""),
+        **hints,
     )
     if record_every is not None:
         f = record_floats(
@@ -632,36 +641,6 @@ def check_svm(
         n="n={}",
         solves="{:,} solves",
     )
-
-
-def check_action(
-    *,
-    n: int,
-    T: int,
-    d: int,
-    steps: int,
-    runs: int = 1,
-    queries: str = "single",
-    param: str = "W",
-    m: int | None = None,
-    svms=("fro", "nuc"),
-    what: str = "this action",
-    limits: Limits | None = None,
-) -> float:
-    """Refuse GD (`runs` runs of `steps`) plus one SVM solve per norm in `svms`, priced
-    together, over budget; return its work. Over `max_work` the message names the largest
-    steps, runs, n and d that fit with everything else kept, so a suggestion that fits the SVM alone
-    is not refused again once GD is added."""
-    L = limits or current()
-    check_size(n=n, T=T, d=d, steps=steps, runs=runs, limits=L)
-
-    def price(n, T, d, steps, runs):
-        gd = gd_work(n=n, T=T, d=d, steps=steps, runs=runs, queries=queries, param=param, m=m)
-        return gd + sum(svm_work(n=n, T=T, d=d, norm=nm, queries=queries) for nm in svms)
-
-    settings = dict(n=n, T=T, d=d, steps=steps, runs=runs)
-    hints = dict(steps="steps={:,}", runs="runs={:,}", n="n={}", d="d={}")
-    return _priced(L, price, settings, what, **hints)
 
 
 def check_work(work: float, *, what: str = "this action", limits: Limits | None = None) -> float:

@@ -431,12 +431,9 @@ def solve_att_svm(
     # Any token identical to the selected one (after the query) makes a zero row: infeasible.
     if np.any(np.all(D == 0, axis=1)):
         return infeasible("infeasible (a token equals the selected one along its query)")
-    if solver == "auto":
-        fast = (
-            norm in NORMS
-            and svm_route(n=prob.n, T=prob.T, d=prob.d, norm=norm, queries=prob.queries) == "pairs"
-        )
-        solver = "pairs" if fast else SOLVER
+    if solver == "auto":  # `svm_route` sends only "fro" and "nuc" past Clarabel
+        route = svm_route(n=prob.n, T=prob.T, d=prob.d, norm=norm, queries=prob.queries)
+        solver = "pairs" if route == "pairs" else SOLVER
     if solver == "pairs":
         return _solve_by_pairs(prob, alpha, norm, p, support_tol, (D, Z, query, idx), infeasible)
     return _solve_by_rows(prob, alpha, norm, p, solver, support_tol, (D, Z, query), infeasible)

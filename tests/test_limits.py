@@ -261,12 +261,11 @@ def test_the_svm_route_is_the_solver_solve_att_svm_takes(n, T, d, norm, queries)
     route = limits.svm_route(n=n, T=T, d=d, norm=norm, queries=queries)
     assert (sol.solver == "CLARABEL") == (route == "CLARABEL")
     price = limits.svm_work(n=n, T=T, d=d, norm=norm, queries=queries)
-    kind = "clarabel_work" if route == "CLARABEL" else "pairs_work"
     m = limits._constraints(n, T, queries)
     q = n * (1 if queries == "single" else T)
     expect = (
         limits.clarabel_work(n=n, T=T, d=d, norm=norm, queries=queries)
-        if kind == "clarabel_work"
+        if route == "CLARABEL"
         else limits.pairs_work(m=m, d=d, d2=d, q=q, norm=norm)
     )
     assert price == expect
@@ -311,21 +310,18 @@ def test_gd_and_its_svms_are_refused_together_with_a_suggestion_that_fits_them_t
     """A page runs GD and solves both SVMs in one action: the Att-SVM* alone fits up to some d
     at n = T = 32, but GD beside it does not; the combined refusal names a d that fits the
     whole action (and d + 1 does not)."""
-    kw = dict(n=32, T=32, steps=200, param="W", limits=HOSTED)
-    d_svm = int(
-        str(
-            pytest.raises(
-                BudgetError, limits.check_svm, n=32, T=32, d=128, norm="nuc", limits=HOSTED
-            ).value
-        )
-        .split("d=")[-1]
-        .split()[0]
+    kw = dict(n=32, T=32, steps=200, param="W", limits=HOSTED, svms=("fro", "nuc"))
+    svm_alone = pytest.raises(
+        BudgetError, limits.check_svm, n=32, T=32, d=128, norm="nuc", limits=HOSTED
     )
-    with pytest.raises(BudgetError, match=r"GD and SVMs .* largest that fits is .*d=(\d+)") as info:
-        limits.check_action(**kw, d=d_svm, what="GD and SVMs")
+    d_svm = int(str(svm_alone.value).split("d=")[-1].split()[0])
+    with pytest.raises(
+        BudgetError, match=r"and its SVM solutions .* largest that fits is .*d=(\d+)"
+    ) as info:
+        limits.check_gd(**kw, d=d_svm)
     d = int(str(info.value).split("d=")[-1].split()[0])
     assert d < d_svm
-    limits.check_action(**kw, d=d)
+    limits.check_gd(**kw, d=d)
     with pytest.raises(BudgetError):
-        limits.check_action(**kw, d=d + 1)
-    assert limits.check_action(**kw, d=d, svms=()) < limits.check_action(**kw, d=d)
+        limits.check_gd(**kw, d=d + 1)
+    assert limits.check_gd(**{**kw, "svms": ()}, d=d) < limits.check_gd(**kw, d=d)

@@ -43,10 +43,17 @@ def check_gd(
     one SVM solve per norm in `svms` for its result (what the pages show beside GD)."""
     with explained():
         hosted.check_session()
-        kw = dict(n=prob.n, T=prob.T, d=prob.d, queries=prob.queries)
-        gd = dict(steps=steps or tspec.steps, runs=runs, param=tspec.param, m=tspec.m_for(prob))
-        what = f"GD ({runs:,} run(s)) and its SVM solutions" if svms else f"GD ({runs:,} run(s))"
-        limits.check_action(**kw, **gd, svms=svms, what=what)
+        limits.check_gd(
+            n=prob.n,
+            T=prob.T,
+            d=prob.d,
+            queries=prob.queries,
+            steps=steps or tspec.steps,
+            runs=runs,
+            param=tspec.param,
+            m=tspec.m_for(prob),
+            svms=svms,
+        )
 
 
 def stop_if_one_token(prob: attsvm.Problem, why: str):
