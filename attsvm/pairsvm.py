@@ -914,7 +914,6 @@ def _nuc_polish(
     return out
 
 
-KKT_GAP = 1e-8  # `_solve_nuc` refines the ALM's answer by `_nuc_kkt` above this gap
 KKT_START = 1e-3  # `_nuc_alm` hands over to `_nuc_kkt` from this gap
 KKT_ITERS = 20_000  # MINRES iterations of one `_nuc_kkt`, all its Newton steps together
 
@@ -1324,16 +1323,16 @@ def _solve_nuc(P: Pairs, solver: str, fro: PairSolution | None = None) -> PairSo
     """The nuclear SVM by Burer–Monteiro ALM from the Frobenius solution (which decides
     feasibility), Clarabel where the ALM's gap stays above NUC_GAP and Clarabel is cheap
     (`limits.nuc_fallback`; its cost, not m, decides: at (32, 32, 64) it would take 100 s)."""
-    if fro is None:  # Newton first (the exact LDP costs more); "auto" decides the rest
-        fro = _solve_fro(P, "newton")
-        fro = fro if fro.status == "optimal" else _solve_fro(P, "auto")
+    if fro is None:  # "auto"'s method, but Newton before the exact LDP (which costs more
+        # and, where Newton does not certify, decides: its Farkas vector is the exact one)
+        ldp = pick_solver(P.m, P.d, P.d2, P.q, "fro") == "ldp"
+        fro = _solve_fro(P, "newton" if ldp else "auto")
+        if ldp and fro.status != "optimal":
+            fro = _solve_fro(P, "auto")
     if not fro.feasible:
         return PairSolution(**{**fro.__dict__, "norm": "nuc"})
     with blas.one_thread():  # the ALM's products are small: a second BLAS thread costs time
-        W, lam, gap = _nuc_alm(P, fro.W, fro.duals, refine=lambda W, y: _nuc_kkt(P, W, y))
-        kkt = _nuc_kkt(P, W, lam) if gap > KKT_GAP else None
-    if kkt is not None and certify(P, *kkt, "nuc")[2] < gap:
-        W, lam = kkt
+        W, lam, _ = _nuc_alm(P, fro.W, fro.duals, refine=lambda W, y: _nuc_kkt(P, W, y))
     mu = float(P.margins(W).min())
     if 0 < mu < 1:
         W = W / mu  # feasible exactly; the certificate accounts for it
